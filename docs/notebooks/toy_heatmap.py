@@ -1,0 +1,65 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Attention weights of the running example
+#
+# Six tokens, "Your journey starts with one step", each a vector of three numbers.
+# Without any trained weights, token $i$ attends to token $j$ in proportion to
+# $\exp(x_i \cdot x_j)$:
+#
+# $$\alpha_{ij} = \mathrm{softmax}_j\left(x_i \cdot x_j\right)$$
+#
+# This notebook computes those weights with the `llm_attention` package and draws them.
+# Run it top to bottom; it needs `torch`, `matplotlib` and the package
+# (`pip install -e .` from the repository).
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+
+from llm_attention.figures import heatmap
+from llm_attention.simple import attention_weights
+from llm_attention.toy import TOKENS, toy_embeddings
+
+inputs = toy_embeddings()  # (6, 3)
+weights = attention_weights(inputs)  # (6, 6)
+print(weights)
+
+# %% [markdown]
+# Each row is one query token's attention over all six tokens, so each row sums to one.
+
+# %%
+row_sums = weights.sum(dim=-1)
+assert torch.allclose(row_sums, torch.ones(6))
+print(row_sums)
+
+# %% [markdown]
+# The heatmap: rows are the tokens doing the attending (queries), columns the tokens attended to (keys).
+
+# %%
+fig = heatmap(weights, TOKENS, TOKENS, title="softmax(X Xᵀ) for the running example")
+plt.show()
+
+# %% [markdown]
+# "journey" and "starts" have almost the same embedding. Both of their rows put the two
+# largest weights on "journey" and "starts": similar vectors have large dot products.
+
+# %%
+for token in ("journey", "starts"):
+    row = weights[TOKENS.index(token)]  # (6,)
+    top_two = {TOKENS[j] for j in row.topk(2).indices.tolist()}
+    assert top_two == {"journey", "starts"}, top_two
+    print(f"{token:>8} attends most to {sorted(top_two)}")
+
+# %% [markdown]
+# Try editing a row of `inputs` and running the cells again.

@@ -1,0 +1,7 @@
+"""llm_attention: the attention mechanism of a GPT-style LLM, one module per step.
+
+Each module stands alone (it imports torch and the standard library, and at most the
+module of the step before it), so a reader can copy one file into a project.
+"""
+
+__version__ = "0.1.0"
