@@ -79,3 +79,29 @@ def test_context_vectors_are_weighted_sums():
 def test_bad_inputs_are_named(bad, error, words):
     with pytest.raises(error, match=words):
         simple_self_attention(bad)
+
+
+def test_book_numbers_for_journey():
+    x = toy_embeddings()
+    assert torch.allclose(attention_scores(x)[1], torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]), atol=1e-4)
+    assert torch.allclose(simple_self_attention(x)[1], torch.tensor([0.4419, 0.6515, 0.5683]), atol=1e-4)
+
+
+def test_matches_scaled_dot_product_attention_without_scaling():
+    torch.manual_seed(0)
+    x = torch.randn(7, 4)
+    expected = torch.nn.functional.scaled_dot_product_attention(x, x, x, scale=1.0)
+    assert torch.allclose(simple_self_attention(x), expected, atol=1e-6)
+
+
+def test_permuting_tokens_permutes_the_outputs():
+    x = toy_embeddings()
+    order = torch.tensor([5, 2, 0, 4, 1, 3])
+    assert torch.allclose(simple_self_attention(x[order]), simple_self_attention(x)[order], atol=1e-6)
+    assert torch.allclose(attention_weights(x[order]), attention_weights(x)[order][:, order], atol=1e-6)
+
+
+def test_large_inputs_give_finite_weights():
+    weights = attention_weights(100 * toy_embeddings())  # scores far above exp's float32 range
+    assert torch.isfinite(weights).all()
+    assert torch.allclose(weights.sum(dim=-1), torch.ones(6))

@@ -29,25 +29,35 @@ def _check_sequence(inputs: object, name: str = "inputs") -> None:
         raise ValueError(f"{name} must have at least one token and one dimension, got shape {tuple(inputs.shape)}")
 
 
+# --8<-- [start:scores]
 def attention_scores(inputs: torch.Tensor) -> torch.Tensor:
-    """Dot product of every token with every token: ``X X^T``, shape ``(T, d) -> (T, T)``.
+    """Dot product of every token with every token: ``X X^T``.
 
-    Row ``i`` holds the scores of query token ``i`` against all tokens.
+    Shape ``(T, d) -> (T, T)``; row ``i`` holds the scores of query token ``i``
+    against all tokens.
     """
     _check_sequence(inputs)
     return inputs @ inputs.T  # (T, d) @ (d, T) -> (T, T)
+# --8<-- [end:scores]
 
 
+# --8<-- [start:weights]
 def attention_weights(inputs: torch.Tensor) -> torch.Tensor:
-    """Softmax of the scores over each row: ``softmax(X X^T)``, shape ``(T, d) -> (T, T)``."""
+    """Softmax of the scores over each row: ``softmax(X X^T)``.
+
+    Shape ``(T, d) -> (T, T)``; each row sums to one.
+    """
     scores = attention_scores(inputs)  # (T, T)
     return torch.softmax(scores, dim=-1)  # (T, T), rows sum to 1
+# --8<-- [end:weights]
 
 
+# --8<-- [start:context]
 def simple_self_attention(inputs: torch.Tensor) -> torch.Tensor:
     """Context vectors ``softmax(X X^T) X``, shape ``(T, d) -> (T, d)``.
 
-    Each output row is a weighted average of all input rows, weighted by attention.
+    Each output row is an average of all input rows, weighted by attention.
     """
     weights = attention_weights(inputs)  # (T, T)
     return weights @ inputs  # (T, T) @ (T, d) -> (T, d)
+# --8<-- [end:context]

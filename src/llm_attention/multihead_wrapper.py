@@ -1,0 +1,61 @@
+"""Multi-head attention the plain way: several causal attention heads side by side.
+
+Shapes: ``B`` sequences in a batch, ``T`` tokens each (``T <= context_length``), ``d_in`` numbers
+per input token, ``d_out`` per token and head, ``H = num_heads``.
+
+    head_h(X)  = CausalAttention_h(X)                          (B, T, d_out)   one per head, own weights
+    output     = concat(head_1(X), ..., head_H(X), dim=-1)     (B, T, H * d_out)
+
+Each head runs its own projections and its own attention, one after the other; the outputs are
+concatenated. ``multihead.py`` computes the same thing with one projection split into heads.
+This file builds on ``causal.py`` (the step before it) and torch; copy the two together.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from llm_attention.causal import CausalAttention, _check_size
+
+
+# --8<-- [start:MultiHeadAttentionWrapper]
+class MultiHeadAttentionWrapper(nn.Module):
+    r"""``num_heads`` independent ``CausalAttention`` heads, outputs concatenated.
+
+    $$\mathrm{head}_1(X) \,\|\, \mathrm{head}_2(X) \,\|\, \cdots \,\|\, \mathrm{head}_H(X)$$
+
+    Args:
+        d_in: numbers per input token.
+        d_out: numbers per output token of EACH head (the book's convention).
+        context_length: the longest sequence accepted.
+        dropout: probability of zeroing an attention weight in training, in [0, 1).
+        num_heads: how many heads, each with its own W_query, W_key, W_value.
+        qkv_bias: add a bias to the query, key and value projections.
+
+    Shapes:
+        x: (B, T, d_in) with T <= context_length -> output: (B, T, num_heads * d_out)
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        num_heads: int,
+        qkv_bias: bool = False,
+    ) -> None:
+        super().__init__()
+        _check_size(num_heads, "num_heads")
+        self.heads = nn.ModuleList(
+            [
+                CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+                for _ in range(num_heads)
+            ]
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outputs = [head(x) for head in self.heads]  # H x (B, T, d_out); head 0 checks x
+        return torch.cat(outputs, dim=-1)  # (B, T, H * d_out)
+# --8<-- [end:MultiHeadAttentionWrapper]
