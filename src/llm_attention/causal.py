@@ -1,16 +1,20 @@
-"""Causal self-attention over a batch: each token attends to itself and to the tokens before it.
+"""Causal self-attention over a batch: each token attends to itself and the tokens before it.
 
 Shapes: ``B`` sequences in a batch, ``T`` tokens each, ``L = context_length`` (``T <= L``),
 ``d_in`` numbers per input token, ``d_out`` per output token.
 
-    queries, keys, values = X W_query, X W_key, X W_value     (B, T, d_out)
-    attn_scores  = queries keys^T                              (B, T, T)
-    attn_scores[b, i, j] = -inf wherever j > i                 (B, T, T)   the future is masked
-    attn_weights = dropout(softmax(attn_scores / sqrt(d_out)))  (B, T, T)   row i sums to one over j <= i
-    context_vec  = attn_weights values                         (B, T, d_out)
+    queries, keys, values = X W_query, X W_key, X W_value  (B, T, d_out)
+    attn_scores  = queries keys^T                          (B, T, T)
+    attn_scores[b, i, j] = -inf wherever j > i             (B, T, T)
+    attn_weights = softmax(attn_scores / sqrt(d_out))      (B, T, T)
+    attn_weights = dropout(attn_weights)                   (B, T, T)
+    context_vec  = attn_weights values                     (B, T, d_out)
 
-Token ``i``'s output depends only on tokens ``0..i``, so a language model trained to predict
-token ``i + 1`` cannot peek at it. This file needs only torch; copy it as it is.
+Row ``i`` of the weights sums to one over the keys ``j <= i``; the future gets weight zero.
+Dropout acts in training mode only. So token ``i``'s output depends only on tokens
+``0..i``, and a language model trained to predict token ``i + 1`` cannot peek at it.
+
+This file needs only torch; copy it as it is.
 """
 
 from __future__ import annotations
@@ -76,18 +80,18 @@ class CausalAttention(nn.Module):
 
     Args:
         d_in: numbers per input token.
-        d_out: numbers per output token (the size of queries, keys, values).
-        context_length: the longest sequence accepted; the mask is built for it.
-        dropout: probability of zeroing an attention weight in training, in [0, 1).
+        d_out: numbers per output token (size of queries, keys, values).
+        context_length: the longest sequence accepted; sets the mask's size.
+        dropout: chance of zeroing an attention weight in training, in [0, 1).
         qkv_bias: add a bias to the query, key and value projections.
 
     Shapes:
         x: (B, T, d_in) with T <= context_length -> output: (B, T, d_out)
 
     The mask is a buffer named ``mask``: (context_length, context_length), bool,
-    True above the diagonal (the future, hidden). A buffer follows ``.to(device)``
-    and is not a parameter. ``persistent=False``: it follows from context_length
-    and is not learned, so it stays out of the state dict.
+    True above the diagonal (the future, hidden). A buffer follows
+    ``.to(device)`` and is not a parameter. ``persistent=False``: it follows
+    from context_length and is not learned, so it stays out of the state dict.
     """
 
     def __init__(
@@ -104,13 +108,14 @@ class CausalAttention(nn.Module):
         _check_size(context_length, "context_length")
         _check_dropout(dropout)
         _check_flag(qkv_bias, "qkv_bias")
-        self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
+        self.d_in, self.d_out = d_in, d_out
+        self.context_length = context_length
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.dropout = nn.Dropout(dropout)
-        ones = torch.ones(context_length, context_length, dtype=torch.bool)  # (L, L)
-        future = ones.triu(diagonal=1)  # (L, L), True above the diagonal
+        L = context_length
+        future = torch.ones(L, L, dtype=torch.bool).triu(diagonal=1)  # (L, L)
         self.register_buffer("mask", future, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -123,8 +128,8 @@ class CausalAttention(nn.Module):
         future = self.mask[:num_tokens, :num_tokens]  # (T, T), True = hidden
         attn_scores = attn_scores.masked_fill(future, -torch.inf)  # (B, T, T)
         d_k = keys.shape[-1]
-        attn_weights = torch.softmax(attn_scores / d_k**0.5, dim=-1)  # (B, T, T)
+        attn_weights = torch.softmax(attn_scores / d_k**0.5, -1)  # (B, T, T)
         attn_weights = self.dropout(attn_weights)  # (B, T, T)
-        context_vec = attn_weights @ values  # (B, T, T) @ (B, T, d_out) -> (B, T, d_out)
+        context_vec = attn_weights @ values  # (B, T, d_out)
         return context_vec
 # --8<-- [end:CausalAttention]

@@ -1,14 +1,18 @@
 """Multi-head attention the plain way: several causal attention heads side by side.
 
-Shapes: ``B`` sequences in a batch, ``T`` tokens each (``T <= context_length``), ``d_in`` numbers
-per input token, ``d_out`` per token and head, ``H = num_heads``.
+Shapes: ``B`` sequences in a batch, ``T`` tokens each (``T <= context_length``), ``d_in``
+numbers per input token, ``d_out`` per token and head, ``H = num_heads``.
 
-    head_h(X)  = CausalAttention_h(X)                          (B, T, d_out)   one per head, own weights
-    output     = concat(head_1(X), ..., head_H(X), dim=-1)     (B, T, H * d_out)
+    head_h(X) = CausalAttention_h(X)                       (B, T, d_out)
+    output    = concat(head_1(X), ..., head_H(X), dim=-1)  (B, T, H * d_out)
 
-Each head runs its own projections and its own attention, one after the other; the outputs are
-concatenated. ``multihead.py`` computes the same thing with one projection split into heads.
-This file builds on ``causal.py`` (the step before it) and torch; copy the two together.
+Each head has its own weights.
+
+The heads run one after the other, each with its own projections and attention, and their
+outputs are concatenated. ``multihead.py`` does the same work with one projection per role
+split into heads, plus an output projection.
+
+Builds on ``causal.py`` (the step before it) and torch; copy the two files together.
 """
 
 from __future__ import annotations
@@ -23,18 +27,18 @@ from llm_attention.causal import CausalAttention, _check_size
 class MultiHeadAttentionWrapper(nn.Module):
     r"""``num_heads`` independent ``CausalAttention`` heads, outputs concatenated.
 
-    $$\mathrm{head}_1(X) \,\|\, \mathrm{head}_2(X) \,\|\, \cdots \,\|\, \mathrm{head}_H(X)$$
+    $$\mathrm{head}_1(X) \,\|\, \cdots \,\|\, \mathrm{head}_H(X)$$
 
     Args:
         d_in: numbers per input token.
         d_out: numbers per output token of EACH head (the book's convention).
         context_length: the longest sequence accepted.
-        dropout: probability of zeroing an attention weight in training, in [0, 1).
+        dropout: chance of zeroing an attention weight in training, in [0, 1).
         num_heads: how many heads, each with its own W_query, W_key, W_value.
         qkv_bias: add a bias to the query, key and value projections.
 
     Shapes:
-        x: (B, T, d_in) with T <= context_length -> output: (B, T, num_heads * d_out)
+        x: (B, T, d_in), T <= context_length -> output: (B, T, num_heads * d_out)
     """
 
     def __init__(
@@ -56,6 +60,6 @@ class MultiHeadAttentionWrapper(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        outputs = [head(x) for head in self.heads]  # H x (B, T, d_out); head 0 checks x
+        outputs = [head(x) for head in self.heads]  # H x (B, T, d_out)
         return torch.cat(outputs, dim=-1)  # (B, T, H * d_out)
 # --8<-- [end:MultiHeadAttentionWrapper]
