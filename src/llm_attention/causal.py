@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
 """Causal self-attention over a batch: each token attends to itself and the tokens before it.
 
 Shapes: ``B`` sequences in a batch, ``T`` tokens each, ``L = context_length`` (``T <= L``),

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
 """Figures for the site, drawn with matplotlib from the tensors a page has just computed.
 
 A page prints ``to_html(fig)``; the build inserts the printed ``<img>`` (an SVG inlined as a

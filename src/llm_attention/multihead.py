@@ -5,9 +5,9 @@
 Shapes: ``B`` batch, ``T`` tokens (at most ``context_length``), ``d_in`` input width,
 ``d_out`` output width, ``H = num_heads`` heads, ``d_h = d_out // H`` the width of one head.
 
-    Q, K, V = X W_query, X W_key, X W_value          (B, T, d_out), then split into (B, H, T, d_h)
-    head    = softmax(Q K^T / sqrt(d_h) + mask) V     (B, H, T, d_h), one per head, all at once
-    out     = concat(heads) W_out + b_out             (B, T, d_out)
+    Q, K, V = X W_query, X W_key, X W_value        (B, T, d_out) -> (B, H, T, d_h)
+    head    = softmax(Q K^T / sqrt(d_h) + mask) V   (B, H, T, d_h), all heads at once
+    out     = concat(heads) W_out + b_out           (B, T, d_out)
 
 The explicit path spells every step out, as the multi-head chapter teaches it. ``fast_path=True``
 gives the same result through ``torch.nn.functional.scaled_dot_product_attention``, which never
@@ -24,7 +24,8 @@ Masks, and their two opposite boolean conventions:
 A query whose keys are all masked (a padding token at the start of a left-padded sequence, say)
 gets an all-zero context vector instead of NaN, so its output is ``out_proj.bias``.
 
-Needs only torch (2.0 or later). MIT licence: copy this file freely, keep the two lines above it.
+Needs only torch (2.0 or later). MIT licence: copy this file freely, and keep its first two
+lines (the licence identifier and the copyright notice).
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ def _check_inputs(x: object, padding_mask: object, d_in: int, context_length: in
     if padding_mask is None:
         return
     if not isinstance(padding_mask, torch.Tensor):
-        raise TypeError(f"padding_mask must be a bool torch.Tensor of shape (B, T) or None, got {type(padding_mask).__name__}")
+        raise TypeError(
+            f"padding_mask must be a bool torch.Tensor of shape (B, T) or None, got {type(padding_mask).__name__}"
+        )
     if padding_mask.dtype != torch.bool:
         raise TypeError(
             f"padding_mask must have dtype torch.bool (True = real token, False = padding), got dtype {padding_mask.dtype}"
@@ -100,23 +103,24 @@ def _check_inputs(x: object, padding_mask: object, d_in: int, context_length: in
 
 
 # --8<-- [start:fast_attention]
-def _fast_attention(queries, keys, values, mask_bool=None, *, causal=True, dropout_p=0.0):
-    """``softmax(Q K^T / sqrt(d_h) + M) V`` in one call of ``scaled_dot_product_attention``.
+def _fast_attention(queries, keys, values, mask_bool=None, *, causal, dropout_p):
+    """``softmax(Q K^T / sqrt(d_h) + M) V`` in one fused call.
 
-    ``queries``, ``keys``, ``values``: ``(B, H, T, d_h)``; returns ``(B, H, T, d_h)``.
-    ``mask_bool``: None (then ``causal`` says whether the future is masked), or a bool tensor that
-    broadcasts to ``(B, H, T, T)`` with True = masked. A query whose keys are all masked gets zeros.
+    ``queries``, ``keys``, ``values`` and the result: ``(B, H, T, d_h)``.
+    ``mask_bool``: None (then ``causal`` says whether to mask the future), or
+    a bool tensor that broadcasts to ``(B, H, T, T)``, True = masked. A query
+    whose keys are all masked gets zeros.
     """
-    if mask_bool is None:  # the fused kernels make the causal mask themselves, tile by tile
+    if mask_bool is None:  # the kernel makes the causal mask itself, by tiles
         return F.scaled_dot_product_attention(
             queries, keys, values, dropout_p=dropout_p, is_causal=causal
         )  # (B, H, T, d_h)
-    allowed = ~mask_bool  # scaled_dot_product_attention reads True as "may attend": the opposite
-    has_key = allowed.any(dim=-1, keepdim=True)  # (B, 1, T, 1): does the query see any key at all?
-    context_vec = F.scaled_dot_product_attention(  # a query with no key attends to every key here...
+    allowed = ~mask_bool  # the kernel reads True as "may attend": flip it
+    has_key = allowed.any(dim=-1, keepdim=True)  # (B, 1, T, 1): any key?
+    context_vec = F.scaled_dot_product_attention(  # no key: attend to all...
         queries, keys, values, attn_mask=allowed | ~has_key, dropout_p=dropout_p
     )  # (B, H, T, d_h)
-    return context_vec.masked_fill(~has_key, 0.0)  # ...and is zeroed here: no NaN, forward or backward
+    return context_vec.masked_fill(~has_key, 0.0)  # ...then zero it: no NaN
 # --8<-- [end:fast_attention]
 
 
@@ -153,6 +157,7 @@ class MultiHeadAttention(nn.Module):
         ValueError: an argument or input of the wrong value or shape.
     """
 
+    # --8<-- [start:init]
     def __init__(
         self,
         d_in: int,
@@ -167,7 +172,6 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         _check_arguments(d_in, d_out, context_length, dropout, num_heads, qkv_bias, causal, fast_path)
         super().__init__()
-        # --8<-- [start:init]
         self.d_out = d_out
         self.num_heads = num_heads
         self.head_dim = d_out // num_heads  # d_h: each head's share of d_out
@@ -178,12 +182,13 @@ class MultiHeadAttention(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)  # weight (d_out, d_in)
         self.out_proj = nn.Linear(d_out, d_out)  # mixes the heads' outputs; weight (d_out, d_out)
         self.dropout = nn.Dropout(dropout)
+        ones = torch.ones(context_length, context_length, dtype=torch.bool)  # (T_max, T_max)
         self.register_buffer(  # True above the diagonal = a future key, masked
             "mask",
-            torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), diagonal=1),  # (T_max, T_max)
-            persistent=False,  # derived from context_length, not learned: kept out of the state dict
+            torch.triu(ones, diagonal=1),  # (T_max, T_max)
+            persistent=False,  # follows from context_length, is not learned: not in the state dict
         )
-        # --8<-- [end:init]
+    # --8<-- [end:init]
 
     def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Attend over ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``."""
@@ -201,32 +206,36 @@ class MultiHeadAttention(nn.Module):
             mask_bool = mask_bool | ~padding_mask[:, None, None, :]  # (T, T) | (B, 1, 1, T) -> (B, 1, T, T)
         return mask_bool
 
+    # --8<-- [start:forward_explicit]
     def _forward_explicit(self, x: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
-        # --8<-- [start:forward_explicit]
         b, num_tokens, d_in = x.shape  # (B, T, d_in)
 
         keys = self.W_key(x)  # (B, T, d_out)
         queries = self.W_query(x)  # (B, T, d_out)
         values = self.W_value(x)  # (B, T, d_out)
 
-        # Split d_out into num_heads heads of head_dim, then put heads before tokens.
-        keys = keys.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, d_h)
-        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, d_h)
-        values = values.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, d_h)
+        # Split d_out into num_heads heads of head_dim each...
+        keys = keys.view(b, num_tokens, self.num_heads, self.head_dim)  # (B, T, H, d_h)
+        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim)  # (B, T, H, d_h)
+        values = values.view(b, num_tokens, self.num_heads, self.head_dim)  # (B, T, H, d_h)
+        # ...and put the heads before the tokens: each head is a batch of its own.
+        keys = keys.transpose(1, 2)  # (B, H, T, d_h)
+        queries = queries.transpose(1, 2)  # (B, H, T, d_h)
+        values = values.transpose(1, 2)  # (B, H, T, d_h)
 
         attn_scores = queries @ keys.transpose(2, 3)  # (B, H, T, d_h) @ (B, H, d_h, T) -> (B, H, T, T)
         mask_bool = self._mask_bool(num_tokens, padding_mask)  # (T, T) or (B, 1, T, T), True = masked
         attn_scores.masked_fill_(mask_bool, -torch.inf)  # (B, H, T, T)
 
         attn_weights = torch.softmax(attn_scores / self.head_dim**0.5, dim=-1)  # (B, H, T, T)
-        attn_weights = attn_weights.masked_fill(mask_bool, 0.0)  # a query with every key masked: NaN -> 0
+        attn_weights = attn_weights.masked_fill(mask_bool, 0.0)  # a query with no key: NaN -> 0
         attn_weights = self.dropout(attn_weights)  # (B, H, T, T)
 
         context_vec = (attn_weights @ values).transpose(1, 2)  # (B, H, T, d_h) -> (B, T, H, d_h)
         context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)  # (B, T, d_out)
         context_vec = self.out_proj(context_vec)  # (B, T, d_out)
         return context_vec
-        # --8<-- [end:forward_explicit]
+    # --8<-- [end:forward_explicit]
 
     def _forward_fast(self, x: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         # --8<-- [start:forward_fast]
@@ -235,17 +244,23 @@ class MultiHeadAttention(nn.Module):
         queries = self.W_query(x).view(split).transpose(1, 2)  # (B, T, d_out) -> (B, H, T, d_h)
         keys = self.W_key(x).view(split).transpose(1, 2)  # (B, T, d_out) -> (B, H, T, d_h)
         values = self.W_value(x).view(split).transpose(1, 2)  # (B, T, d_out) -> (B, H, T, d_h)
-        mask_bool = None if padding_mask is None else self._mask_bool(num_tokens, padding_mask)  # (B, 1, T, T)
+        mask_bool = None  # without padding, the kernel makes the causal mask itself
+        if padding_mask is not None:
+            mask_bool = self._mask_bool(num_tokens, padding_mask)  # (B, 1, T, T); True = masked
         dropout_p = self.dropout.p if self.training else 0.0  # like nn.Dropout: off in eval mode
         context_vec = _fast_attention(
             queries, keys, values, mask_bool, causal=self.causal, dropout_p=dropout_p
         )  # (B, H, T, d_h)
-        context_vec = context_vec.transpose(1, 2).reshape(b, num_tokens, self.d_out)  # (B, H, T, d_h) -> (B, T, d_out)
+        context_vec = context_vec.transpose(1, 2)  # (B, T, H, d_h)
+        context_vec = context_vec.reshape(b, num_tokens, self.d_out)  # (B, T, d_out)
         return self.out_proj(context_vec)  # (B, T, d_out)
         # --8<-- [end:forward_fast]
 
     def extra_repr(self) -> str:
-        return f"num_heads={self.num_heads}, head_dim={self.head_dim}, causal={self.causal}, fast_path={self.fast_path}"
+        return (
+            f"num_heads={self.num_heads}, head_dim={self.head_dim}, "
+            f"causal={self.causal}, fast_path={self.fast_path}"
+        )
 
 
 # --8<-- [end:class]

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
 """Multi-head attention the plain way: several causal attention heads side by side.
 
 Shapes: ``B`` sequences in a batch, ``T`` tokens each (``T <= context_length``), ``d_in``

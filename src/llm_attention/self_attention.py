@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
 """Self-attention with trainable weights: every token asks a query, offers a key and carries a value.
 
 Shapes: ``T`` tokens, each a vector of ``d_in`` numbers; queries, keys and values have ``d_out``

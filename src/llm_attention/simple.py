@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
 """Self-attention without trainable weights: each token attends to every token by dot product.
 
 Shapes: ``T`` tokens, each a vector of ``d`` numbers.

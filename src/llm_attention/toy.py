@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
 """The running example: "Your journey starts with one step" as 6 tokens x 3 dimensions.
 
 The embedding values are the ones readers of the book "Build a Large Language Model

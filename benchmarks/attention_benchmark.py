@@ -1,0 +1,436 @@
+"""Time and memory of five ways to compute causal multi-head attention, measured in one run.
+
+The five, all at model width ``d = 768`` with 12 heads (GPT-2 small), float32, eval mode (no dropout):
+
+- ``wrapper``: ``MultiHeadAttentionWrapper``, 12 ``CausalAttention`` heads of width 64 run one after
+  the other, outputs concatenated (it has no output projection);
+- ``explicit``: ``MultiHeadAttention``, mask + softmax spelled out, all heads at once;
+- ``fast``: the same module with ``fast_path=True`` (``scaled_dot_product_attention``);
+- ``torch_mha``: ``torch.nn.MultiheadAttention`` given a boolean causal ``attn_mask`` (the usual way
+  to call it), ``need_weights=False``. In eval mode under ``torch.no_grad`` it runs its own inference
+  kernel (``_native_multi_head_attention``, which forms the masked softmax); with gradients on, it
+  calls ``scaled_dot_product_attention`` with the mask;
+- ``bare``: the fast module's own four ``nn.Linear`` layers around a bare call of
+  ``scaled_dot_product_attention(is_causal=True)``: the floor the fast path should sit on.
+
+Each is timed forward (under ``torch.no_grad``) and forward + backward (the sum of the output,
+backpropagated to the parameters) with ``torch.utils.benchmark.Timer``, at sequence lengths 128 to
+1024 at batch 8, and 4096 at batch 1. The machines this runs on are often shared, and a burst of
+someone else's work would slow whichever implementation happened to be running. So the five are
+timed in turns: in each round, every implementation gets one ``blocked_autorange`` block (in a
+rotating order), and we keep the median over the rounds.
+
+Peak memory, on a CPU: there is no allocator counter like ``torch.cuda.max_memory_allocated``, so
+we measure what the operating system sees. On Linux, writing ``5`` to ``/proc/self/clear_refs``
+resets the process's peak resident set size (``VmHWM``) to its current size; we do that, run the
+step once (after a warm-up call), and report ``VmHWM - VmRSS before``: the largest amount of extra
+memory the step actually touched. It counts every intermediate tensor (the ``(T, T)`` attention
+matrices among them) and nothing that was allocated before. One catch: glibc's ``malloc`` keeps
+freed blocks to reuse them, so a step could run in memory an earlier step left behind and seem to
+need none. We therefore tell it (``mallopt``) to map every block of 64 KiB or more on its own and
+return it to the system when freed. Where ``clear_refs`` cannot be written (not Linux, or a
+locked-down kernel) memory is reported as ``null``; without glibc the figures may be too low.
+
+Beside them, the same run times a 2048 x 2048 float32 matmul, so the fast path's achieved FLOP
+rate can be read against what this CPU does at its best. FLOPs of the fast path are counted as
+``8 B T d^2`` for the four projections plus ``2 B T^2 d`` for the causal half of ``Q K^T`` and of
+``weights V``.
+
+Writes ``benchmarks/results.json`` (with the machine: CPU model, threads, torch and Python
+versions, date) and ``docs/beyond/benchmark.svg``, and prints a table and the ratios against the
+goals. Timings on a shared machine are noisy: compare ratios measured in the same run.
+
+    python benchmarks/attention_benchmark.py            # full run, a few minutes on 2 cores
+    python benchmarks/attention_benchmark.py --quick    # tiny sizes, seconds: checks the script
+    python benchmarks/attention_benchmark.py --replot   # redraw the plot from results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import datetime as dt
+import json
+import math
+import os
+import pathlib
+import platform
+import re
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils import benchmark
+
+from llm_attention.multihead import MultiHeadAttention
+from llm_attention.multihead_wrapper import MultiHeadAttentionWrapper
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+IMPLEMENTATIONS = ("wrapper", "explicit", "fast", "torch_mha", "bare")
+LABELS = {
+    "wrapper": "MultiHeadAttentionWrapper",
+    "explicit": "MultiHeadAttention (explicit)",
+    "fast": "MultiHeadAttention (fast_path=True)",
+    "torch_mha": "nn.MultiheadAttention + causal mask",
+    "bare": "bare scaled_dot_product_attention",
+}
+MODES = ("forward", "forward+backward")
+
+# min_run_time: seconds of one implementation's block in a round
+FULL = dict(d_model=768, num_heads=12, sizes=[(8, 128), (8, 256), (8, 512), (8, 1024), (1, 4096)], min_run_time=0.3, rounds=3, matmul_n=2048)
+QUICK = dict(d_model=64, num_heads=4, sizes=[(2, 16), (2, 32), (1, 64)], min_run_time=0.02, rounds=2, matmul_n=128)
+MMAP_THRESHOLD = 64 * 1024
+
+
+# --- the five implementations ------------------------------------------------------------------
+
+
+def build(name: str, d: int, heads: int, context_length: int):
+    """Return ``(module, step)``: ``step(x)`` computes the attention output of ``x`` ``(B, T, d)``."""
+    module, step = _build(name, d, heads, context_length)
+    return module.eval(), step  # eval mode: no dropout; gradients still flow in forward+backward
+
+
+def _build(name: str, d: int, heads: int, context_length: int):
+    torch.manual_seed(0)
+    if name == "wrapper":
+        module = MultiHeadAttentionWrapper(d, d // heads, context_length, 0.0, heads)
+        return module, module
+    if name in ("explicit", "fast"):
+        module = MultiHeadAttention(d, d, context_length, 0.0, heads, fast_path=name == "fast")
+        return module, module
+    if name == "torch_mha":
+        module = nn.MultiheadAttention(d, heads, bias=True, batch_first=True)
+        causal_mask = torch.ones(context_length, context_length, dtype=torch.bool).triu(1)  # True = masked
+
+        def step(x):
+            t = x.shape[1]
+            return module(x, x, x, attn_mask=causal_mask[:t, :t], need_weights=False)[0]
+
+        return module, step
+    if name == "bare":
+        module = MultiHeadAttention(d, d, context_length, 0.0, heads)  # only its layers are used
+
+        def step(x):
+            b, t, _ = x.shape
+            split = (b, t, heads, d // heads)
+            q = module.W_query(x).view(split).transpose(1, 2)  # (B, H, T, d_h)
+            k = module.W_key(x).view(split).transpose(1, 2)  # (B, H, T, d_h)
+            v = module.W_value(x).view(split).transpose(1, 2)  # (B, H, T, d_h)
+            context = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, d_h)
+            return module.out_proj(context.transpose(1, 2).reshape(b, t, d))  # (B, T, d)
+
+        return module, step
+    raise ValueError(f"unknown implementation {name!r}")
+
+
+def runner(step, module, x, mode):
+    if mode == "forward":
+
+        def run():
+            with torch.no_grad():
+                step(x)
+
+    else:
+
+        def run():
+            module.zero_grad(set_to_none=True)
+            step(x).sum().backward()
+
+    return run
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+def _status_kib(field: str) -> int:
+    text = pathlib.Path("/proc/self/status").read_text()
+    return int(re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE).group(1))
+
+
+def return_freed_memory_to_the_system() -> str:
+    """Ask glibc to mmap blocks of MMAP_THRESHOLD bytes or more and unmap them when freed."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's malloc.h
+        if libc.mallopt(m_mmap_threshold, MMAP_THRESHOLD) == 1 and libc.mallopt(m_trim_threshold, MMAP_THRESHOLD) == 1:
+            return f"glibc mallopt: blocks >= {MMAP_THRESHOLD // 1024} KiB are mapped alone and returned when freed"
+    except (OSError, AttributeError, TypeError):
+        pass
+    return "mallopt unavailable: freed memory may be reused unseen, so peaks may read low"
+
+
+def peak_memory_bytes(run) -> int | None:
+    """Extra resident memory touched by one call of ``run`` (see the module docstring), or None."""
+    try:
+        pathlib.Path("/proc/self/clear_refs").write_text("5")
+        before = _status_kib("VmRSS")
+    except OSError:
+        return None
+    run()
+    return (_status_kib("VmHWM") - before) * 1024
+
+
+def time_in_turns(runs: dict, rounds: int, min_run_time: float) -> dict:
+    """Time each of ``runs`` (name -> callable) in turns; return name -> median, spread and count."""
+    timers = {
+        name: benchmark.Timer(stmt="run()", globals={"run": run}, label=name, num_threads=torch.get_num_threads())
+        for name, run in runs.items()
+    }
+    blocks = {name: [] for name in runs}  # seconds per call, one entry per block
+    names = list(runs)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate who goes first
+            blocks[name] += timers[name].blocked_autorange(min_run_time=min_run_time).times
+    out = {}
+    for name, times in blocks.items():
+        t = torch.tensor(times, dtype=torch.float64)
+        q1, median, q3 = (torch.quantile(t, q).item() for q in (0.25, 0.5, 0.75))
+        out[name] = {"median_s": median, "iqr_s": q3 - q1, "blocks": len(times)}
+    return out
+
+
+def matmul_rate(n: int, min_run_time: float) -> dict:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    timer = benchmark.Timer(stmt="a @ b", globals={"a": a, "b": b}, num_threads=torch.get_num_threads())
+    median = timer.blocked_autorange(min_run_time=min_run_time).median
+    return {"n": n, "median_s": median, "gflops": 2 * n**3 / median / 1e9}
+
+
+def fast_path_flops(batch: int, tokens: int, d: int) -> float:
+    return 8 * batch * tokens * d * d + 2 * batch * tokens * tokens * d
+
+
+def cpu_model() -> str:
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+# --- reporting ---------------------------------------------------------------------------------
+
+
+def find(results, impl, batch, tokens, mode):
+    return next(r for r in results if (r["impl"], r["batch"], r["tokens"], r["mode"]) == (impl, batch, tokens, mode))
+
+
+def ratios(results, sizes) -> dict:
+    """The goals, read at the longest batch-8 length (forward) and the longest length (memory)."""
+    b_time, t_time = max((s for s in sizes if s[0] == max(b for b, _ in sizes)), key=lambda s: s[1])
+    b_mem, t_mem = max(sizes, key=lambda s: s[1])
+    fwd = {impl: find(results, impl, b_time, t_time, "forward")["median_s"] for impl in IMPLEMENTATIONS}
+    mem = {impl: find(results, impl, b_mem, t_mem, "forward+backward")["peak_bytes"] for impl in IMPLEMENTATIONS}
+    goals = {
+        "fast_vs_explicit": {"what": "explicit time / fast time", "value": fwd["explicit"] / fwd["fast"], "goal": ">= 3"},
+        "fast_vs_torch_mha": {"what": "nn.MultiheadAttention time / fast time", "value": fwd["torch_mha"] / fwd["fast"], "goal": ">= 2.5"},
+        "fast_vs_bare": {"what": "fast time / bare SDPA time", "value": fwd["fast"] / fwd["bare"], "goal": "<= 1.05"},
+        "fast_vs_wrapper": {"what": "wrapper time / fast time", "value": fwd["wrapper"] / fwd["fast"], "goal": None},
+    }
+    if mem["fast"] and mem["explicit"]:
+        goals["memory_fast_vs_explicit"] = {
+            "what": "fast peak memory / explicit peak memory",
+            "value": mem["fast"] / mem["explicit"],
+            "goal": "<= 0.05",
+        }
+    checks = {">= 3": lambda v: v >= 3, ">= 2.5": lambda v: v >= 2.5, "<= 1.05": lambda v: v <= 1.05, "<= 0.05": lambda v: v <= 0.05}
+    for g in goals.values():
+        g["met"] = checks[g["goal"]](g["value"]) if g["goal"] else None
+    return {"time_at": {"batch": b_time, "tokens": t_time, "mode": "forward"},
+            "memory_at": {"batch": b_mem, "tokens": t_mem, "mode": "forward+backward"}, "goals": goals}  # fmt: skip
+
+
+def plot(report: dict, path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
+    results, sizes = report["results"], [tuple(s) for s in report["config"]["sizes"]]
+    main_batch = max(b for b, _ in sizes)
+    lengths = [t for b, t in sizes if b == main_batch]
+    long_b, long_t = max(sizes, key=lambda s: s[1])
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7.5))
+    panels = [
+        (axes[0, 0], "forward", "median_s", 1e3, "time (ms)", f"Forward, batch {main_batch}"),
+        (axes[0, 1], "forward+backward", "median_s", 1e3, "time (ms)", f"Forward + backward, batch {main_batch}"),
+        (axes[1, 0], "forward+backward", "peak_bytes", 1 / 2**20, "peak extra memory (MiB)", f"Memory, forward + backward, batch {main_batch}"),
+    ]
+    for ax, mode, key, scale, ylabel, title in panels:
+        for impl in IMPLEMENTATIONS:
+            points = [(t, find(results, impl, main_batch, t, mode)[key]) for t in lengths]
+            points = [(t, y * scale) for t, y in points if y]  # a log axis cannot show 0 or a missing value
+            dashed = impl == "bare"  # dashed, so the fast path's line shows through where they meet
+            ax.plot([t for t, _ in points], [y for _, y in points], marker="x" if dashed else "o",
+                    linestyle="--" if dashed else "-", label=LABELS[impl])  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(lengths, labels=[str(t) for t in lengths])
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # 600, not 6 x 10^2
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+        ax.set_xlabel("tokens per sequence")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    ax = axes[1, 1]
+    mems = [find(results, impl, long_b, long_t, "forward+backward")["peak_bytes"] for impl in IMPLEMENTATIONS]
+    if all(m is not None for m in mems):
+        bars = ax.barh(range(len(IMPLEMENTATIONS)), [m / 2**20 for m in mems], color=[f"C{i}" for i in range(len(mems))])
+        ax.bar_label(bars, labels=[f"{m / 2**20:,.0f} MiB" for m in mems], padding=3)
+        ax.set_xlim(right=max(max(mems) / 2**20 * 1.35, 1))
+    ax.set_yticks(range(len(IMPLEMENTATIONS)), labels=[LABELS[i].replace(" (", "\n(").replace(" + ", "\n+ ") for i in IMPLEMENTATIONS])
+    ax.invert_yaxis()
+    ax.set_xlabel("peak extra memory (MiB)")
+    ax.set_title(f"Memory, forward + backward, T={long_t}, batch {long_b}")
+    axes[0, 0].legend(fontsize=8)
+    machine = report["machine"]
+    fig.suptitle(f"{machine['cpu_model']}, {machine['threads']} threads, torch {machine['torch']}, float32, d={report['config']['d_model']}, {report['config']['num_heads']} heads")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=path.suffix.lstrip(".") or "svg", facecolor="white")
+    plt.close(fig)
+
+
+def print_table(report: dict) -> None:
+    rows = report["results"]
+    print(f"\n{'implementation':38} {'batch':>5} {'tokens':>6} {'mode':>17} {'median ms':>10} {'peak MiB':>9}")
+    for r in rows:
+        mem = "n/a" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 2**20:9.1f}"
+        print(f"{LABELS[r['impl']]:38} {r['batch']:5d} {r['tokens']:6d} {r['mode']:>17} {r['median_s'] * 1e3:10.2f} {mem:>9}")
+    print()
+    for name, g in report["ratios"]["goals"].items():
+        verdict = "" if g["met"] is None else ("  goal met" if g["met"] else "  GOAL MISSED")
+        print(f"{name:26} {g['what']:42} {g['value']:7.3f}  goal {g['goal']}{verdict}")
+    f = report["flops"]
+    print(f"\nfast path: {f['fast_path_gflops']:.1f} GFLOP/s at batch {f['batch']} x {f['tokens']}; "
+          f"{f['matmul_n']}x{f['matmul_n']} matmul: {f['matmul_gflops']:.1f} GFLOP/s ({f['fraction_of_matmul']:.0%})")  # fmt: skip
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def measure_memory(cfg: dict) -> dict:
+    """Peak extra memory of one call of each implementation, size and mode (run in a child process)."""
+    method = "Linux VmHWM - VmRSS after resetting the peak through /proc/self/clear_refs; "
+    method += return_freed_memory_to_the_system()
+    d, heads, sizes = cfg["d_model"], cfg["num_heads"], cfg["sizes"]
+    peaks, total, done = {}, len(sizes) * len(IMPLEMENTATIONS) * len(MODES), 0
+    for batch, tokens in sizes:
+        x = torch.randn(batch, tokens, d)
+        for impl in IMPLEMENTATIONS:
+            module, step = build(impl, d, heads, max(t for _, t in sizes))
+            for mode in MODES:
+                run = runner(step, module, x, mode)
+                run()  # warm-up
+                peak = peak_memory_bytes(run)
+                peaks[f"{impl} {batch} {tokens} {mode}"] = peak
+                done += 1
+                shown = "n/a" if peak is None else f"+{peak / 2**20:.1f} MiB"
+                print(f"[{done:2d}/{total}] memory  {impl:9} B={batch} T={tokens:<5} {mode:16} {shown}", file=sys.stderr, flush=True)
+            del module, step
+    return {"method": method, "peaks": peaks}
+
+
+def memory_in_a_child(args) -> dict:
+    """Measure memory in a fresh process: its malloc settings would slow the timings down."""
+    command = [sys.executable, __file__, "--memory-child"] + (["--quick"] if args.quick else [])
+    command += ["--threads", str(torch.get_num_threads())]
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of a few seconds")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
+    parser.add_argument("--results", type=pathlib.Path, default=ROOT / "benchmarks" / "results.json")
+    parser.add_argument("--plot", type=pathlib.Path, default=ROOT / "docs" / "beyond" / "benchmark.svg")
+    parser.add_argument("--replot", action="store_true", help="measure nothing: redraw the plot and the table from --results")
+    parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)  # used by the script itself
+    args = parser.parse_args(argv)
+    if args.replot:
+        report = json.loads(args.results.read_text())
+        plot(report, args.plot)
+        print_table(report)
+        return report
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be a positive int, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    cfg = QUICK if args.quick else FULL
+    if args.memory_child:
+        print(json.dumps(measure_memory(cfg)))
+        return {}
+    d, heads, sizes = cfg["d_model"], cfg["num_heads"], cfg["sizes"]
+    context_length = max(t for _, t in sizes)
+    total = len(sizes) * len(IMPLEMENTATIONS) * len(MODES)  # in each phase: memory, then time
+    started = time.perf_counter()
+    print(f"{total} measurements of memory, then {total} of time; d={d}, {heads} heads, "
+          f"{torch.get_num_threads()} threads", file=sys.stderr)  # fmt: skip
+
+    memory = memory_in_a_child(args)  # first, while nothing else of ours runs
+    results, done = [], 0
+    for batch, tokens in sizes:
+        x = torch.randn(batch, tokens, d)
+        built = {impl: build(impl, d, heads, context_length) for impl in IMPLEMENTATIONS}
+        for mode in MODES:
+            runs = {impl: runner(step, module, x, mode) for impl, (module, step) in built.items()}
+            for run in runs.values():
+                run()  # warm-up: first-call allocations and caches
+            timings = time_in_turns(runs, cfg["rounds"], cfg["min_run_time"])
+            for impl in IMPLEMENTATIONS:
+                peak = memory["peaks"].get(f"{impl} {batch} {tokens} {mode}")
+                results.append({"impl": impl, "batch": batch, "tokens": tokens, "mode": mode, **timings[impl], "peak_bytes": peak})
+                done += 1
+                print(f"[{done:2d}/{total}] {time.perf_counter() - started:6.0f}s  time    {impl:9} B={batch} T={tokens:<5} "
+                      f"{mode:16} {timings[impl]['median_s'] * 1e3:9.2f} ms", file=sys.stderr, flush=True)  # fmt: skip
+        del built, runs
+    print("matmul reference...", file=sys.stderr)
+    matmul = matmul_rate(cfg["matmul_n"], cfg["min_run_time"])
+
+    report = {
+        "machine": {
+            "cpu_model": cpu_model(),
+            "machine": platform.machine(),
+            "system": f"{platform.system()} {platform.release()}",
+            "logical_cpus": os.cpu_count(),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "quick": args.quick,
+            "memory_method": memory["method"],
+        },
+        "config": {"d_model": d, "num_heads": heads, "dtype": "float32", "sizes": sizes, "min_run_time_s": cfg["min_run_time"], "rounds": cfg["rounds"],
+                   "implementations": LABELS, "modes": list(MODES)},  # fmt: skip
+        "results": results,
+    }
+    report["ratios"] = ratios(results, sizes)
+    at = report["ratios"]["time_at"]
+    fast = find(results, "fast", at["batch"], at["tokens"], "forward")["median_s"]
+    fast_gflops = fast_path_flops(at["batch"], at["tokens"], d) / fast / 1e9
+    report["flops"] = {"batch": at["batch"], "tokens": at["tokens"], "fast_path_gflops": fast_gflops,
+                       "matmul_n": matmul["n"], "matmul_gflops": matmul["gflops"],
+                       "fraction_of_matmul": fast_gflops / matmul["gflops"]}  # fmt: skip
+    report["wall_s"] = time.perf_counter() - started
+
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps(report, indent=1) + "\n")
+    plot(report, args.plot)
+    print_table(report)
+    print(f"\nwrote {args.results} and {args.plot} in {report['wall_s']:.0f} s", file=sys.stderr)
+    return report
+
+
+if __name__ == "__main__":
+    main()
