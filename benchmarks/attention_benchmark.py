@@ -267,14 +267,16 @@ def plot(report: dict, path: pathlib.Path) -> None:
         (axes[1, 0], "forward+backward", "peak_bytes", 1 / 2**20, "peak extra memory (MiB)", f"Memory, forward + backward, batch {main_batch}"),
     ]
     for ax, mode, key, scale, ylabel, title in panels:
+        plotted = False
         for impl in IMPLEMENTATIONS:
             points = [(t, find(results, impl, main_batch, t, mode)[key]) for t in lengths]
             points = [(t, y * scale) for t, y in points if y]  # a log axis cannot show 0 or a missing value
+            plotted = plotted or bool(points)
             dashed = impl == "bare"  # dashed, so the fast path's line shows through where they meet
             ax.plot([t for t, _ in points], [y for _, y in points], marker="x" if dashed else "o",
                     linestyle="--" if dashed else "-", label=LABELS[impl])  # fmt: skip
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        ax.set_yscale("log" if plotted else "linear")  # tiny --quick sizes can measure no extra memory at all
         ax.set_xticks(lengths, labels=[str(t) for t in lengths])
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # 600, not 6 x 10^2
         ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
