@@ -1,4 +1,9 @@
-"""Build hooks: keep notebook pages offline and publish each notebook as a downloadable .ipynb.
+"""Build hooks: publish the package's modules, keep notebook pages offline, and publish each
+notebook as a downloadable .ipynb.
+
+Every ``src/llm_attention/*.py`` is published at ``code/llm_attention/<file>.py``, so a page can
+link a module for one-click download (``[causal.py](../code/llm_attention/causal.py)``) and strict
+mode checks the link like any other.
 
 Notebooks live in docs/notebooks/ as jupytext percent scripts (readable diffs, runnable as plain
 Python). The site renders and executes them; this hook writes the matching .ipynb beside the
@@ -11,9 +16,20 @@ import pathlib
 import re
 
 import jupytext
+from mkdocs.structure.files import File
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "llm_attention"
+MODULES_URI = "code/llm_attention"
 
 # The notebook renderer adds a MathJax loader from a CDN; the site typesets math with its own KaTeX.
 _MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.DOTALL)
+
+
+def on_files(files, config):
+    """Add every module of the package to the site, as a file to download."""
+    for module in sorted(PACKAGE.glob("*.py")):
+        files.append(File.generated(config, f"{MODULES_URI}/{module.name}", abs_src_path=str(module)))
+    return files
 
 
 def on_post_page(output: str, page, config) -> str:

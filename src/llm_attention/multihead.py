@@ -3,29 +3,31 @@
 """Multi-head causal self-attention in one module, with an optional fused fast path.
 
 Shapes: ``B`` batch, ``T`` tokens (at most ``context_length``), ``d_in`` input width,
-``d_out`` output width, ``H = num_heads`` heads, ``d_h = d_out // H`` the width of one head.
+``d_out`` output width, ``H = num_heads`` heads, ``d_h = d_out // H`` one head's width.
 
-    Q, K, V = X W_query, X W_key, X W_value        (B, T, d_out) -> (B, H, T, d_h)
-    head    = softmax(Q K^T / sqrt(d_h) + mask) V   (B, H, T, d_h), all heads at once
-    out     = concat(heads) W_out + b_out           (B, T, d_out)
+    Q, K, V = X W_query, X W_key, X W_value       (B, T, d_out) -> (B, H, T, d_h)
+    head    = softmax(Q K^T / sqrt(d_h) + mask) V  (B, H, T, d_h), all heads at once
+    out     = concat(heads) W_out + b_out          (B, T, d_out)
 
-The explicit path spells every step out, as the multi-head chapter teaches it. ``fast_path=True``
-gives the same result through ``torch.nn.functional.scaled_dot_product_attention``, which never
-keeps the ``(T, T)`` attention matrix in memory. Both paths share the same parameters, so a
-state dict saved from one loads into the other.
+The explicit path spells every step out, as the multi-head chapter teaches it.
+``fast_path=True`` gives the same result through
+``torch.nn.functional.scaled_dot_product_attention``, which can skip building the
+``(T, T)`` attention matrix (see the fast-attention page for when it does). Both
+paths share the same parameters, so a state dict saved from one loads into the other.
 
 Masks, and their two opposite boolean conventions:
 
-- the ``mask`` buffer and ``mask_bool`` inside ``forward``: True = masked (a future key);
-- ``padding_mask`` given to ``forward``: True = a real token that may be attended to, False =
-  padding (the convention of ``scaled_dot_product_attention``; ``nn.MultiheadAttention``'s
-  ``key_padding_mask`` is the opposite: True = ignore).
+- the ``mask`` buffer and ``mask_bool`` inside ``forward``: True = masked (the future);
+- ``padding_mask`` given to ``forward``: True = a real token that may be attended to,
+  False = padding (the convention of ``scaled_dot_product_attention``;
+  ``nn.MultiheadAttention``'s ``key_padding_mask`` is the opposite: True = ignore).
 
-A query whose keys are all masked (a padding token at the start of a left-padded sequence, say)
-gets an all-zero context vector instead of NaN, so its output is ``out_proj.bias``.
+A query whose keys are all masked (a padding token at the start of a left-padded
+sequence, say) gets an all-zero context vector instead of NaN, so its output is
+``out_proj.bias``.
 
-Needs only torch (2.0 or later). MIT licence: copy this file freely, and keep its first two
-lines (the licence identifier and the copyright notice).
+Needs only torch (2.0 or later). MIT licence: copy this file freely, and keep its first
+two lines (the licence identifier and the copyright notice).
 """
 
 from __future__ import annotations
@@ -39,67 +41,113 @@ from torch import nn
 
 def _check_size(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a positive int, got {value!r} ({type(value).__name__})")
+        raise TypeError(
+            f"{name} must be a positive int, got {value!r} ({type(value).__name__})"
+        )
     if value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value}")
 
 
-def _check_arguments(d_in, d_out, context_length, dropout, num_heads, qkv_bias, causal, fast_path) -> None:
-    """Raise a clear TypeError/ValueError for a bad constructor argument, before any tensor is made."""
-    for name, value in (("d_in", d_in), ("d_out", d_out), ("context_length", context_length), ("num_heads", num_heads)):
+def _check_arguments(
+    d_in, d_out, context_length, dropout, num_heads, qkv_bias, causal, fast_path
+) -> None:
+    """Raise a clear TypeError/ValueError for a bad constructor argument, early."""
+    sizes = (
+        ("d_in", d_in),
+        ("d_out", d_out),
+        ("context_length", context_length),
+        ("num_heads", num_heads),
+    )
+    for name, value in sizes:
         _check_size(name, value)
     if d_out % num_heads != 0:
         raise ValueError(
-            f"num_heads must divide d_out so that every head gets d_out // num_heads dimensions, "
-            f"got d_out={d_out}, num_heads={num_heads}"
+            "num_heads must divide d_out so that every head gets d_out // num_heads "
+            f"dimensions, got d_out={d_out}, num_heads={num_heads}"
         )
     if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
-        raise TypeError(f"dropout must be a float in [0, 1), got {dropout!r} ({type(dropout).__name__})")
+        raise TypeError(
+            f"dropout must be a float in [0, 1), got {dropout!r} "
+            f"({type(dropout).__name__})"
+        )
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be a float in [0, 1), got {dropout}")
-    for name, value in (("qkv_bias", qkv_bias), ("causal", causal), ("fast_path", fast_path)):
+    flags = (("qkv_bias", qkv_bias), ("causal", causal), ("fast_path", fast_path))
+    for name, value in flags:
         if not isinstance(value, bool):
-            raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+            raise TypeError(
+                f"{name} must be True or False, got {value!r} ({type(value).__name__})"
+            )
 
 
-def _check_inputs(x: object, padding_mask: object, d_in: int, context_length: int, weight: torch.Tensor) -> None:
-    """Raise a clear TypeError/ValueError for a bad input to ``forward``, before any tensor work."""
+def _check_inputs(
+    x: object,
+    padding_mask: object,
+    d_in: int,
+    context_length: int,
+    weight: torch.Tensor,
+) -> None:
+    """Raise a clear TypeError/ValueError for a bad input to ``forward``, early."""
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor of shape (B, T, d_in={d_in}), got {type(x).__name__}")
+        raise TypeError(
+            f"x must be a torch.Tensor of shape (B, T, d_in={d_in}), "
+            f"got {type(x).__name__}"
+        )
     if not x.is_floating_point():
         raise TypeError(f"x must hold floating-point numbers, got dtype {x.dtype}")
     if x.dim() != 3:
+        hint = ""
+        if x.dim() == 2:
+            hint = " (one sequence? add a batch dimension: x.unsqueeze(0))"
         raise ValueError(
-            f"x must have shape (B, T, d_in={d_in}) (3 dimensions), got shape {tuple(x.shape)}"
-            + (" (one sequence? add a batch dimension: x.unsqueeze(0))" if x.dim() == 2 else "")
+            f"x must have shape (B, T, d_in={d_in}) (3 dimensions), "
+            f"got shape {tuple(x.shape)}{hint}"
         )
     batch, num_tokens, width = x.shape
     if width != d_in:
-        raise ValueError(f"x must have last dimension d_in={d_in}, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"x must have last dimension d_in={d_in}, got shape {tuple(x.shape)}"
+        )
     if batch == 0 or num_tokens == 0:
-        raise ValueError(f"x must have at least one sequence and one token, got shape {tuple(x.shape)}")
+        raise ValueError(
+            "x must have at least one sequence and one token, "
+            f"got shape {tuple(x.shape)}"
+        )
     if num_tokens > context_length:
-        raise ValueError(f"x has {num_tokens} tokens, more than context_length={context_length}")
+        raise ValueError(
+            f"x has {num_tokens} tokens, more than context_length={context_length}"
+        )
     if x.dtype != weight.dtype:
-        raise TypeError(f"x must have the module's dtype {weight.dtype}, got dtype {x.dtype} (use module.to(x.dtype))")
+        raise TypeError(
+            f"x must have the module's dtype {weight.dtype}, got dtype {x.dtype} "
+            "(use module.to(x.dtype))"
+        )
     if x.device != weight.device:
-        raise ValueError(f"x must be on the module's device {weight.device}, got device {x.device}")
+        raise ValueError(
+            f"x must be on the module's device {weight.device}, got device {x.device}"
+        )
     if padding_mask is None:
         return
     if not isinstance(padding_mask, torch.Tensor):
         raise TypeError(
-            f"padding_mask must be a bool torch.Tensor of shape (B, T) or None, got {type(padding_mask).__name__}"
+            "padding_mask must be a bool torch.Tensor of shape (B, T) or None, "
+            f"got {type(padding_mask).__name__}"
         )
     if padding_mask.dtype != torch.bool:
         raise TypeError(
-            f"padding_mask must have dtype torch.bool (True = real token, False = padding), got dtype {padding_mask.dtype}"
+            "padding_mask must have dtype torch.bool (True = real token, "
+            f"False = padding), got dtype {padding_mask.dtype}"
         )
     if tuple(padding_mask.shape) != (batch, num_tokens):
         raise ValueError(
-            f"padding_mask must have shape (B, T) = {(batch, num_tokens)} to match x, got shape {tuple(padding_mask.shape)}"
+            f"padding_mask must have shape (B, T) = {(batch, num_tokens)} to match x, "
+            f"got shape {tuple(padding_mask.shape)}"
         )
     if padding_mask.device != x.device:
-        raise ValueError(f"padding_mask must be on x's device {x.device}, got device {padding_mask.device}")
+        raise ValueError(
+            f"padding_mask must be on x's device {x.device}, "
+            f"got device {padding_mask.device}"
+        )
 
 
 # --8<-- [start:fast_attention]
@@ -126,31 +174,36 @@ def _fast_attention(queries, keys, values, mask_bool=None, *, causal, dropout_p)
 
 # --8<-- [start:class]
 class MultiHeadAttention(nn.Module):
-    r"""Multi-head (causal) self-attention: all heads computed at once from one set of projections.
+    r"""Multi-head (causal) self-attention: every head at once, from shared projections.
 
-    For each head $h$, with $Q_h, K_h, V_h$ the $h$-th slice of width $d_h$ of the projections:
+    For each head $h$, with $Q_h, K_h, V_h$ the $h$-th slice of width $d_h$ of the
+    projections:
 
-    $$\mathrm{head}_h = \mathrm{softmax}\left(\frac{Q_h K_h^\top}{\sqrt{d_h}} + M\right) V_h,
-    \qquad \mathrm{out} = [\mathrm{head}_1, \dots, \mathrm{head}_H]\, W_{out} + b_{out}$$
+    $$\mathrm{head}_h = \mathrm{softmax}\left(
+        \frac{Q_h K_h^\top}{\sqrt{d_h}} + M\right) V_h,
+    \qquad \mathrm{out} = [\mathrm{head}_1, \dots, \mathrm{head}_H]\,
+        W_{out} + b_{out}$$
 
-    where $M$ is $-\infty$ where a query may not attend a key (the future, when ``causal``;
-    padding, when a ``padding_mask`` is given) and $0$ elsewhere.
+    where $M$ is $-\infty$ where a query may not attend a key (the future, when
+    ``causal``; padding, when a ``padding_mask`` is given) and $0$ elsewhere.
 
     Args:
         d_in: width of each input token vector.
-        d_out: width of the output; split into ``num_heads`` heads of ``d_out // num_heads``.
+        d_out: width of the output; split into ``num_heads`` heads of
+            ``d_out // num_heads``.
         context_length: the most tokens a sequence may have (size of the causal mask).
-        dropout: probability of dropping an attention weight while training, in ``[0, 1)``.
+        dropout: probability of dropping an attention weight while training,
+            in ``[0, 1)``.
         num_heads: number of heads ``H``; must divide ``d_out``.
         qkv_bias: add a bias to the query, key and value projections.
         causal: mask the future, so token ``t`` attends only to tokens ``0..t``.
-        fast_path: compute attention with ``scaled_dot_product_attention`` (same result,
-            same parameters, less memory and time).
+        fast_path: compute attention with ``scaled_dot_product_attention`` (same
+            result, same parameters, less memory and time).
 
     Shapes:
-        ``forward(x, padding_mask=None)``: ``x`` is ``(B, T, d_in)`` with ``T <= context_length``;
-        ``padding_mask`` is ``(B, T)`` bool, True = real token, False = padding (never attended to);
-        the output is ``(B, T, d_out)``.
+        ``forward(x, padding_mask=None)``: ``x`` is ``(B, T, d_in)`` with
+        ``T <= context_length``; ``padding_mask`` is ``(B, T)`` bool, True = real
+        token, False = padding (never attended to); the output is ``(B, T, d_out)``.
 
     Raises:
         TypeError: an argument or input of the wrong type or dtype.
@@ -170,7 +223,9 @@ class MultiHeadAttention(nn.Module):
         causal: bool = True,
         fast_path: bool = False,
     ) -> None:
-        _check_arguments(d_in, d_out, context_length, dropout, num_heads, qkv_bias, causal, fast_path)
+        _check_arguments(
+            d_in, d_out, context_length, dropout, num_heads, qkv_bias, causal, fast_path
+        )
         super().__init__()
         self.d_out = d_out
         self.num_heads = num_heads
@@ -180,74 +235,89 @@ class MultiHeadAttention(nn.Module):
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)  # weight (d_out, d_in)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)  # weight (d_out, d_in)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)  # weight (d_out, d_in)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes the heads' outputs; weight (d_out, d_out)
+        self.out_proj = nn.Linear(d_out, d_out)  # mixes the heads; (d_out, d_out)
         self.dropout = nn.Dropout(dropout)
-        ones = torch.ones(context_length, context_length, dtype=torch.bool)  # (T_max, T_max)
+        ones = torch.ones(context_length, context_length, dtype=torch.bool)
         self.register_buffer(  # True above the diagonal = a future key, masked
             "mask",
             torch.triu(ones, diagonal=1),  # (T_max, T_max)
-            persistent=False,  # follows from context_length, is not learned: not in the state dict
+            persistent=False,  # follows from context_length: not in the state dict
         )
     # --8<-- [end:init]
 
-    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, padding_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Attend over ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``."""
-        _check_inputs(x, padding_mask, self.W_query.in_features, self.mask.shape[0], self.W_query.weight)
+        weight = self.W_query.weight
+        _check_inputs(x, padding_mask, weight.shape[1], self.mask.shape[0], weight)
         if self.fast_path:
             return self._forward_fast(x, padding_mask)
         return self._forward_explicit(x, padding_mask)
 
-    def _mask_bool(self, num_tokens: int, padding_mask: torch.Tensor | None) -> torch.Tensor:
-        """True where a query may not attend a key: ``(T, T)``, or ``(B, 1, T, T)`` with padding."""
+    def _mask_bool(
+        self, num_tokens: int, padding_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """True where a query may not attend a key: ``(T, T)``, or ``(B, 1, T, T)``."""
         mask_bool = self.mask[:num_tokens, :num_tokens]  # (T, T)
         if not self.causal:
-            mask_bool = torch.zeros_like(mask_bool)  # (T, T), nothing in the future is hidden
+            mask_bool = torch.zeros_like(mask_bool)  # (T, T): no future is hidden
         if padding_mask is not None:
-            mask_bool = mask_bool | ~padding_mask[:, None, None, :]  # (T, T) | (B, 1, 1, T) -> (B, 1, T, T)
+            hidden_keys = ~padding_mask[:, None, None, :]  # (B, 1, 1, T)
+            mask_bool = mask_bool | hidden_keys  # (T, T) | (B, 1, 1, T) -> (B, 1, T, T)
         return mask_bool
 
     # --8<-- [start:forward_explicit]
-    def _forward_explicit(self, x: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+    def _forward_explicit(self, x, padding_mask=None):
         b, num_tokens, d_in = x.shape  # (B, T, d_in)
+        split = (b, num_tokens, self.num_heads, self.head_dim)
 
         keys = self.W_key(x)  # (B, T, d_out)
         queries = self.W_query(x)  # (B, T, d_out)
         values = self.W_value(x)  # (B, T, d_out)
 
         # Split d_out into num_heads heads of head_dim each...
-        keys = keys.view(b, num_tokens, self.num_heads, self.head_dim)  # (B, T, H, d_h)
-        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim)  # (B, T, H, d_h)
-        values = values.view(b, num_tokens, self.num_heads, self.head_dim)  # (B, T, H, d_h)
+        keys = keys.view(split)  # (B, T, H, d_h)
+        queries = queries.view(split)  # (B, T, H, d_h)
+        values = values.view(split)  # (B, T, H, d_h)
         # ...and put the heads before the tokens: each head is a batch of its own.
         keys = keys.transpose(1, 2)  # (B, H, T, d_h)
         queries = queries.transpose(1, 2)  # (B, H, T, d_h)
         values = values.transpose(1, 2)  # (B, H, T, d_h)
 
-        attn_scores = queries @ keys.transpose(2, 3)  # (B, H, T, d_h) @ (B, H, d_h, T) -> (B, H, T, T)
-        mask_bool = self._mask_bool(num_tokens, padding_mask)  # (T, T) or (B, 1, T, T), True = masked
+        # (B, H, T, d_h) @ (B, H, d_h, T) -> (B, H, T, T)
+        attn_scores = queries @ keys.transpose(2, 3)
+        # Scale and mask in place: the (B, H, T, T) table is the costly one,
+        # so no step makes a second copy of it that it does not need.
+        attn_scores /= self.head_dim**0.5  # (B, H, T, T)
+        mask_bool = self._mask_bool(num_tokens, padding_mask)  # True = masked
         attn_scores.masked_fill_(mask_bool, -torch.inf)  # (B, H, T, T)
 
-        attn_weights = torch.softmax(attn_scores / self.head_dim**0.5, dim=-1)  # (B, H, T, T)
-        attn_weights = attn_weights.masked_fill(mask_bool, 0.0)  # a query with no key: NaN -> 0
+        attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, H, T, T)
+        if padding_mask is not None:  # only padding can hide all of a query's keys
+            attn_weights = attn_weights.masked_fill(mask_bool, 0.0)  # NaN -> 0
         attn_weights = self.dropout(attn_weights)  # (B, H, T, T)
 
-        context_vec = (attn_weights @ values).transpose(1, 2)  # (B, H, T, d_h) -> (B, T, H, d_h)
-        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)  # (B, T, d_out)
+        context_vec = attn_weights @ values  # (B, H, T, d_h)
+        context_vec = context_vec.transpose(1, 2)  # (B, T, H, d_h)
+        # Merge the heads back: (B, T, H, d_h) -> (B, T, d_out)
+        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
         context_vec = self.out_proj(context_vec)  # (B, T, d_out)
         return context_vec
     # --8<-- [end:forward_explicit]
 
-    def _forward_fast(self, x: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+    def _forward_fast(self, x, padding_mask=None):
         # --8<-- [start:forward_fast]
         b, num_tokens, d_in = x.shape  # (B, T, d_in)
         split = (b, num_tokens, self.num_heads, self.head_dim)
-        queries = self.W_query(x).view(split).transpose(1, 2)  # (B, T, d_out) -> (B, H, T, d_h)
-        keys = self.W_key(x).view(split).transpose(1, 2)  # (B, T, d_out) -> (B, H, T, d_h)
-        values = self.W_value(x).view(split).transpose(1, 2)  # (B, T, d_out) -> (B, H, T, d_h)
+        # (B, T, d_out) -> (B, T, H, d_h) -> (B, H, T, d_h)
+        queries = self.W_query(x).view(split).transpose(1, 2)
+        keys = self.W_key(x).view(split).transpose(1, 2)
+        values = self.W_value(x).view(split).transpose(1, 2)
         mask_bool = None  # without padding, the kernel makes the causal mask itself
-        if padding_mask is not None:
-            mask_bool = self._mask_bool(num_tokens, padding_mask)  # (B, 1, T, T); True = masked
-        dropout_p = self.dropout.p if self.training else 0.0  # like nn.Dropout: off in eval mode
+        if padding_mask is not None:  # (B, 1, T, T); True = masked
+            mask_bool = self._mask_bool(num_tokens, padding_mask)
+        dropout_p = self.dropout.p if self.training else 0.0  # off in eval mode
         context_vec = _fast_attention(
             queries, keys, values, mask_bool, causal=self.causal, dropout_p=dropout_p
         )  # (B, H, T, d_h)
