@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 The llm-attention authors
-"""Causal self-attention over a batch: each token attends to itself and the tokens before it.
+"""Causal self-attention over a batch.
 
-Shapes: ``B`` sequences in a batch, ``T`` tokens each, ``L = context_length`` (``T <= L``),
-``d_in`` numbers per input token, ``d_out`` per output token.
+Each token attends to itself and the tokens before it.
+
+Shapes: ``B`` sequences in a batch, ``T`` tokens each, ``L = context_length``
+(``T <= L``), ``d_in`` numbers per input token, ``d_out`` per output token.
 
     queries, keys, values = X W_query, X W_key, X W_value  (B, T, d_out)
     attn_scores  = queries keys^T                          (B, T, T)
@@ -12,8 +14,8 @@ Shapes: ``B`` sequences in a batch, ``T`` tokens each, ``L = context_length`` (`
     attn_weights = dropout(attn_weights)                   (B, T, T)
     context_vec  = attn_weights values                     (B, T, d_out)
 
-Row ``i`` of the weights sums to one over the keys ``j <= i``; the future gets weight zero.
-Dropout acts in training mode only. So token ``i``'s output depends only on tokens
+Row ``i`` of the weights sums to one over the keys ``j <= i``; the future gets weight
+zero. Dropout acts in training mode only. So token ``i``'s output depends only on tokens
 ``0..i``, and a language model trained to predict token ``i + 1`` cannot peek at it.
 
 This file needs only torch; copy it as it is.
@@ -29,48 +31,79 @@ from torch import nn
 
 def _check_size(value: object, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a positive int, got {value!r} ({type(value).__name__})")
+        raise TypeError(
+            f"{name} must be a positive int, got {value!r} ({type(value).__name__})"
+        )
     if value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value}")
 
 
 def _check_dropout(value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"dropout must be a float in [0, 1), got {value!r} ({type(value).__name__})")
+        raise TypeError(
+            "dropout must be a float in [0, 1), "
+            f"got {value!r} ({type(value).__name__})"
+        )
     if not 0.0 <= value < 1.0:
         raise ValueError(f"dropout must be a float in [0, 1), got {value}")
 
 
 def _check_flag(value: object, name: str) -> None:
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+        raise TypeError(
+            f"{name} must be True or False, got {value!r} ({type(value).__name__})"
+        )
 
 
-def _check_batch(x: object, d_in: int, context_length: int, weight: torch.Tensor) -> None:
-    """Reject anything but a (B, T, d_in) tensor, 1 <= T <= context_length, in the weights' dtype and device."""
+def _check_batch(
+    x: object, d_in: int, context_length: int, weight: torch.Tensor
+) -> None:
+    """Reject anything but a (B, T, d_in) tensor with 1 <= T <= context_length,
+    in the weights' dtype and on their device.
+    """
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor of shape (B, T, d_in), got {type(x).__name__}")
+        raise TypeError(
+            f"x must be a torch.Tensor of shape (B, T, d_in), got {type(x).__name__}"
+        )
     if x.dim() != 3:
-        hint = " (one sequence? add a batch dimension with x.unsqueeze(0))" if x.dim() == 2 else ""
-        raise ValueError(f"x must have shape (B, T, d_in) with d_in={d_in}, got shape {tuple(x.shape)}{hint}")
+        hint = ""
+        if x.dim() == 2:
+            hint = " (one sequence? add a batch dimension with x.unsqueeze(0))"
+        raise ValueError(
+            f"x must have shape (B, T, d_in) with d_in={d_in}, "
+            f"got shape {tuple(x.shape)}{hint}"
+        )
     if x.shape[-1] != d_in:
-        raise ValueError(f"x must have d_in={d_in} numbers per token (last dimension), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"x must have d_in={d_in} numbers per token (last dimension), "
+            f"got shape {tuple(x.shape)}"
+        )
     if not x.is_floating_point():
         raise TypeError(f"x must hold floating-point numbers, got dtype {x.dtype}")
     if x.shape[1] == 0:
-        raise ValueError(f"x must hold at least one token per sequence, got shape {tuple(x.shape)}")
+        raise ValueError(
+            "x must hold at least one token per sequence, "
+            f"got shape {tuple(x.shape)}"
+        )
     if x.shape[1] > context_length:
         raise ValueError(
-            f"x has {x.shape[1]} tokens per sequence, more than context_length={context_length}; "
-            f"pass at most {context_length} tokens or build the module with a larger context_length"
+            f"x has {x.shape[1]} tokens per sequence, "
+            f"more than context_length={context_length}; "
+            f"pass at most {context_length} tokens "
+            "or build the module with a larger context_length"
         )
     if x.dtype != weight.dtype:
-        raise TypeError(f"x must have the module's dtype {weight.dtype}, got dtype {x.dtype} (use module.to(x.dtype))")
+        raise TypeError(
+            f"x must have the module's dtype {weight.dtype}, got dtype {x.dtype} "
+            "(use module.to(x.dtype))"
+        )
     if x.device != weight.device:
-        raise ValueError(f"x must be on the module's device {weight.device}, got device {x.device}")
+        raise ValueError(
+            f"x must be on the module's device {weight.device}, "
+            f"got device {x.device}"
+        )
 
 
-# --8<-- [start:CausalAttention]
 class CausalAttention(nn.Module):
     r"""Single-head causal self-attention, with dropout on the attention weights.
 
@@ -96,6 +129,7 @@ class CausalAttention(nn.Module):
     from context_length and is not learned, so it stays out of the state dict.
     """
 
+    # --8<-- [start:methods]
     def __init__(
         self,
         d_in: int,
@@ -134,4 +168,4 @@ class CausalAttention(nn.Module):
         attn_weights = self.dropout(attn_weights)  # (B, T, T)
         context_vec = attn_weights @ values  # (B, T, d_out)
         return context_vec
-# --8<-- [end:CausalAttention]
+    # --8<-- [end:methods]

@@ -2,17 +2,17 @@
 # Copyright (c) 2026 The llm-attention authors
 """Multi-head attention the plain way: several causal attention heads side by side.
 
-Shapes: ``B`` sequences in a batch, ``T`` tokens each (``T <= context_length``), ``d_in``
-numbers per input token, ``d_out`` per token and head, ``H = num_heads``.
+Shapes: ``B`` sequences in a batch, ``T`` tokens each (``T <= context_length``),
+``d_in`` numbers per input token, ``d_out`` per token and head, ``H = num_heads``.
 
     head_h(X) = CausalAttention_h(X)                       (B, T, d_out)
     output    = concat(head_1(X), ..., head_H(X), dim=-1)  (B, T, H * d_out)
 
 Each head has its own weights.
 
-The heads run one after the other, each with its own projections and attention, and their
-outputs are concatenated. ``multihead.py`` does the same work with one projection per role
-split into heads, plus an output projection.
+The heads run one after the other, each with its own projections and attention, and
+their outputs are concatenated. ``multihead.py`` does the same work with one projection
+per role split into heads, plus an output projection.
 
 Builds on ``causal.py`` (the step before it) and torch; copy the two files together.
 """
@@ -25,7 +25,6 @@ from torch import nn
 from llm_attention.causal import CausalAttention, _check_size
 
 
-# --8<-- [start:MultiHeadAttentionWrapper]
 class MultiHeadAttentionWrapper(nn.Module):
     r"""``num_heads`` independent ``CausalAttention`` heads, outputs concatenated.
 
@@ -43,6 +42,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         x: (B, T, d_in), T <= context_length -> output: (B, T, num_heads * d_out)
     """
 
+    # --8<-- [start:methods]
     def __init__(
         self,
         d_in: int,
@@ -64,4 +64,4 @@ class MultiHeadAttentionWrapper(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         outputs = [head(x) for head in self.heads]  # H x (B, T, d_out)
         return torch.cat(outputs, dim=-1)  # (B, T, H * d_out)
-# --8<-- [end:MultiHeadAttentionWrapper]
+    # --8<-- [end:methods]

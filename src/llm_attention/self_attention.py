@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 The llm-attention authors
-"""Self-attention with trainable weights: every token asks a query, offers a key and carries a value.
+"""Self-attention with trainable weights.
 
-Shapes: ``T`` tokens, each a vector of ``d_in`` numbers; queries, keys and values have ``d_out``
-numbers each (``d_k = d_out``, the width of the keys).
+Every token asks a query, offers a key and carries a value.
+
+Shapes: ``T`` tokens, each a vector of ``d_in`` numbers; queries, keys and values have
+``d_out`` numbers each (``d_k = d_out``, the width of the keys).
 
     queries      = X W_query                          (T, d_out)
     keys         = X W_key                            (T, d_out)
@@ -12,10 +14,11 @@ numbers each (``d_k = d_out``, the width of the keys).
     attn_weights = softmax(attn_scores / sqrt(d_k))   (T, T)   each row sums to one
     context_vec  = attn_weights values                (T, d_out)
 
-Two classes compute the same thing. ``SelfAttentionV1`` holds the three matrices as plain
-``nn.Parameter`` tensors of shape ``(d_in, d_out)``; ``SelfAttentionV2`` uses ``nn.Linear`` layers,
-which store their weight as ``(d_out, d_in)``, start from a better random scale and can add a bias.
-Both take ONE sequence ``(T, d_in)``; batches come with causal attention (``causal.py``).
+Two classes compute the same thing. ``SelfAttentionV1`` holds the three matrices as
+plain ``nn.Parameter`` tensors of shape ``(d_in, d_out)``; ``SelfAttentionV2`` uses
+``nn.Linear`` layers, which store their weight as ``(d_out, d_in)``, start from a better
+random scale and can add a bias. Both take ONE sequence ``(T, d_in)``; batches come with
+causal attention (``causal.py``).
 
 Stands alone: needs only torch. In the book these classes are ``SelfAttention_v1`` and
 ``SelfAttention_v2``.
@@ -28,32 +31,46 @@ from torch import nn
 
 
 def _check_size(name: str, value: object) -> None:
-    """A layer size must be a positive int (``True`` is an int to Python, but not a size)."""
+    """A layer size must be a positive int (``True`` is an int, but not a size)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a positive int, got {value!r} ({type(value).__name__})")
+        raise TypeError(
+            f"{name} must be a positive int, got {value!r} ({type(value).__name__})"
+        )
     if value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value}")
 
 
 def _check_sequence(x: object, d_in: int, dtype: torch.dtype) -> None:
-    """The input must be one sequence ``(T, d_in)`` of floats, in the dtype of the weights."""
+    """The input must be one sequence ``(T, d_in)`` of floats, in the weights' dtype."""
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor of shape (T, d_in={d_in}), got {type(x).__name__}")
+        raise TypeError(
+            f"x must be a torch.Tensor of shape (T, d_in={d_in}), "
+            f"got {type(x).__name__}"
+        )
     if not x.is_floating_point():
         raise TypeError(f"x must hold floating-point numbers, got dtype {x.dtype}")
     if x.dim() == 3:
         raise ValueError(
-            f"x must be one sequence of shape (T, d_in={d_in}), got a batch of shape {tuple(x.shape)}; "
+            f"x must be one sequence of shape (T, d_in={d_in}), "
+            f"got a batch of shape {tuple(x.shape)}; "
             "pass one sequence at a time (CausalAttention takes batches)"
         )
     if x.dim() != 2:
-        raise ValueError(f"x must be one sequence of shape (T, d_in={d_in}), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"x must be one sequence of shape (T, d_in={d_in}), "
+            f"got shape {tuple(x.shape)}"
+        )
     if x.shape[1] != d_in:
-        raise ValueError(f"x must have d_in={d_in} numbers per token, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"x must have d_in={d_in} numbers per token, got shape {tuple(x.shape)}"
+        )
     if x.shape[0] == 0:
         raise ValueError(f"x must have at least one token, got shape {tuple(x.shape)}")
     if x.dtype != dtype:
-        raise TypeError(f"x must have the dtype of the weights, {dtype}, got {x.dtype}; convert one of them")
+        raise TypeError(
+            f"x must have the dtype of the weights, {dtype}, got {x.dtype}; "
+            "convert one of them"
+        )
 
 
 # --8<-- [start:v1]

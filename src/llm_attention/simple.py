@@ -1,15 +1,17 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 The llm-attention authors
-"""Self-attention without trainable weights: each token attends to every token by dot product.
+"""Self-attention without trainable weights.
+
+Each token attends to every token by dot product.
 
 Shapes: ``T`` tokens, each a vector of ``d`` numbers.
 
-    scores  = X X^T                  (T, T)   how well each query token matches each key token
-    weights = softmax(scores, dim=-1) (T, T)   each row sums to one
-    context = weights X              (T, d)   a weighted sum of all tokens, one row per token
+    scores  = X X^T                   (T, T)  how well each query matches each key
+    weights = softmax(scores, dim=-1) (T, T)  each row sums to one
+    context = weights X               (T, d)  a weighted sum of all tokens, per token
 
-Nothing here is learned: the same input always gives the same weights. The next step adds
-trainable projections (see ``self_attention.py``).
+Nothing here is learned: the same input always gives the same weights. The next step
+adds trainable projections (see ``self_attention.py``).
 """
 
 from __future__ import annotations
@@ -19,16 +21,25 @@ import torch
 
 def _check_sequence(inputs: object, name: str = "inputs") -> None:
     if not isinstance(inputs, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape (T, d), got {type(inputs).__name__}")
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape (T, d), "
+            f"got {type(inputs).__name__}"
+        )
     if inputs.dim() != 2:
         raise ValueError(
-            f"{name} must be one sequence of shape (T, d), got shape {tuple(inputs.shape)}"
+            f"{name} must be one sequence of shape (T, d), "
+            f"got shape {tuple(inputs.shape)}"
             + (" (a batch? pass one sequence at a time)" if inputs.dim() == 3 else "")
         )
     if not inputs.is_floating_point():
-        raise TypeError(f"{name} must hold floating-point numbers, got dtype {inputs.dtype}")
+        raise TypeError(
+            f"{name} must hold floating-point numbers, got dtype {inputs.dtype}"
+        )
     if inputs.shape[0] == 0 or inputs.shape[1] == 0:
-        raise ValueError(f"{name} must have at least one token and one dimension, got shape {tuple(inputs.shape)}")
+        raise ValueError(
+            f"{name} must have at least one token and one dimension, "
+            f"got shape {tuple(inputs.shape)}"
+        )
 
 
 # --8<-- [start:scores]

@@ -3,8 +3,9 @@
 """The running example: "Your journey starts with one step" as 6 tokens x 3 dimensions.
 
 The embedding values are the ones readers of the book "Build a Large Language Model
-(From Scratch)" meet in its attention chapter, so every number on the site can be checked
-against it. Real embeddings have hundreds of dimensions; three keep every step printable.
+(From Scratch)" meet in its attention chapter, so every number on the site can be
+checked against it. Real embeddings have hundreds of dimensions; three keep every step
+printable.
 
 Shapes: ``toy_embeddings()`` is ``(T, d_in) = (6, 3)``.
 """
@@ -26,9 +27,10 @@ _EMBEDDINGS = (
 
 
 def toy_embeddings(dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Return a fresh ``(6, 3)`` tensor of the example's embeddings, one row per token of ``TOKENS``.
+    """Return a fresh ``(6, 3)`` tensor of the example's embeddings.
 
-    A new tensor each call, so a reader who edits it in place cannot change what later code sees.
+    One row per token of ``TOKENS``. A new tensor each call, so a reader who edits it in
+    place cannot change what later code sees.
     """
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
