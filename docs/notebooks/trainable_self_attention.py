@@ -104,8 +104,8 @@ sa_v2 = SelfAttentionV2(d_in, d_out)
 first_v1, first_v2 = sa_v1(inputs)[0], sa_v2(inputs)[0]  # (2,) each
 assert torch.allclose(first_v1, torch.tensor([0.2996, 0.8053]), atol=1e-4)
 assert torch.allclose(first_v2, torch.tensor([-0.0739, 0.0713]), atol=1e-4)
-print(sa_v1(inputs))
-print(sa_v2(inputs))
+print(sa_v1(inputs).detach())
+print(sa_v2(inputs).detach())
 
 # %% [markdown]
 # ## Exercise 3.1: carry V2's weights into V1
@@ -118,7 +118,7 @@ with torch.no_grad():
     sa_v1.W_key.copy_(sa_v2.W_key.weight.T)
     sa_v1.W_value.copy_(sa_v2.W_value.weight.T)
 assert torch.allclose(sa_v1(inputs), sa_v2(inputs))
-print(sa_v1(inputs))
+print(sa_v1(inputs).detach())
 
 # %% [markdown]
 # ## What the untrained V2 attends to
