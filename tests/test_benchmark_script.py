@@ -9,7 +9,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "attention_benchmark.py"
-IMPLEMENTATIONS = {"wrapper", "explicit", "fast", "torch_mha", "bare"}
+IMPLEMENTATIONS = {"wrapper", "obvious", "explicit", "fast", "torch_mha", "bare"}
 
 
 def test_quick_run_writes_results_and_plot(tmp_path):
@@ -19,7 +19,7 @@ def test_quick_run_writes_results_and_plot(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "[" in done.stderr and "/30]" in done.stderr  # progress lines
+    assert "[" in done.stderr and "/36]" in done.stderr  # progress lines
     report = json.loads(results.read_text())
     assert report["machine"]["quick"] is True
     assert report["machine"]["threads"] == 1
