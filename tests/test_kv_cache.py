@@ -1,0 +1,95 @@
+"""The KV cache stores what it is given, in order, and refuses what would not fit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from llm_attention.kv_cache import KVCache, kv_cache_bytes
+
+
+def test_append_returns_everything_held_in_order():
+    torch.manual_seed(0)
+    cache = KVCache(2, 3, 4, context_length=10)
+    chunks = [torch.randn(2, 3, n, 4) for n in (5, 1, 1, 3)]
+    for chunk in chunks:
+        keys, values, padding = cache.append(chunk, -chunk)
+    expected = torch.cat(chunks, dim=2)
+    assert cache.length == 10
+    assert torch.equal(keys, expected)
+    assert torch.equal(values, -expected)
+    assert padding.shape == (2, 10) and bool(padding.all())
+
+
+def test_padding_of_the_prompt_is_kept_for_later_tokens():
+    cache = KVCache(2, 1, 2, context_length=6)
+    prompt_padding = torch.tensor([[False, True, True], [True, True, True]])
+    cache.append(torch.zeros(2, 1, 3, 2), torch.zeros(2, 1, 3, 2), prompt_padding)
+    _, _, padding = cache.append(torch.ones(2, 1, 1, 2), torch.ones(2, 1, 1, 2))
+    assert padding.tolist() == [[False, True, True, True], [True, True, True, True]]
+    cache.reset()
+    assert cache.length == 0 and bool(cache.key_padding.all())
+
+
+def test_storage_matches_the_formula():
+    for dtype, size in ((torch.float32, 4), (torch.bfloat16, 2)):
+        cache = KVCache(3, 4, 8, context_length=16, dtype=dtype)
+        formula = kv_cache_bytes(
+            num_layers=1, num_kv_heads=4, head_dim=8, num_tokens=16, batch_size=3,
+            bytes_per_value=size,
+        )
+        assert cache.nbytes == formula == 2 * 3 * 4 * 16 * 8 * size
+
+
+def test_overflow_names_the_numbers():
+    cache = KVCache(1, 1, 2, context_length=4)
+    cache.append(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2))
+    with pytest.raises(ValueError, match=r"holds 3 tokens; adding 2 would make 5.*context_length=4"):
+        cache.append(torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2))
+    assert cache.length == 3  # a refused append changes nothing
+
+
+def test_batch_size_may_not_change():
+    cache = KVCache(2, 1, 2, context_length=4)
+    with pytest.raises(ValueError, match="batch size 3 but the cache holds 2"):
+        cache.append(torch.zeros(3, 1, 1, 2), torch.zeros(3, 1, 1, 2))
+
+
+@pytest.mark.parametrize(
+    "keys, values, padding, error, message",
+    [
+        ("no", torch.zeros(1, 1, 1, 2), None, TypeError, "keys must be a torch.Tensor"),
+        (torch.zeros(1, 1, 2), torch.zeros(1, 1, 2), None, ValueError, r"shape \(B, H_kv"),
+        (torch.zeros(1, 2, 1, 2), torch.zeros(1, 2, 1, 2), None, ValueError, "1 heads of width 2"),
+        (torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 2, 2), None, ValueError, "same shape"),
+        (torch.zeros(1, 1, 1, 2, dtype=torch.float64), torch.zeros(1, 1, 1, 2), None,
+         TypeError, "float32"),
+        (torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2), torch.ones(1, 1), TypeError, "bool"),
+        (torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2), torch.ones(1, 2, dtype=torch.bool),
+         ValueError, r"\(B, T_new\) = \(1, 1\)"),
+    ],
+)
+def test_bad_inputs_are_named(keys, values, padding, error, message):
+    cache = KVCache(1, 1, 2, context_length=4)
+    with pytest.raises(error, match=message):
+        cache.append(keys, values, padding)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(batch_size=0), ValueError, "batch_size must be at least 1, got 0"),
+        (dict(num_heads=2.0), TypeError, "num_heads must be an int, got float"),
+        (dict(context_length=True), TypeError, "context_length must be an int"),
+        (dict(dtype=torch.int64), TypeError, "floating torch.dtype"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, error, message):
+    arguments = dict(batch_size=1, num_heads=1, head_dim=2, context_length=4) | kwargs
+    with pytest.raises(error, match=message):
+        KVCache(**arguments)
+
+
+def test_formula_checks_its_arguments():
+    with pytest.raises(ValueError, match="num_tokens must be at least 1, got 0"):
+        kv_cache_bytes(num_layers=1, num_kv_heads=1, head_dim=1, num_tokens=0)
