@@ -26,6 +26,12 @@ A query whose keys are all masked (a padding token at the start of a left-padded
 sequence, say) gets an all-zero context vector instead of NaN, so its output is
 ``out_proj.bias``.
 
+Generating one token at a time, ``forward(x, cache=cache)`` takes only the new tokens
+and attends to every token held in a ``KVCache`` (``kv_cache.py``, or any object with
+its ``keys``, ``length`` and ``append``): queries at positions ``cache.length..``, keys
+and values appended to the cache, the causal mask cut to those rows, and the prompt's
+padding mask kept in the cache for later tokens.
+
 Needs only torch (2.0 or later). MIT licence: copy this file freely, and keep its first
 two lines (the licence identifier and the copyright notice).
 """
@@ -150,6 +156,51 @@ def _check_inputs(
         )
 
 
+def _check_cache(cache: object, module: nn.Module, x: torch.Tensor) -> None:
+    """Raise a clear TypeError/ValueError if ``cache`` cannot serve ``module``."""
+    held = getattr(cache, "keys", None)
+    if not (
+        callable(getattr(cache, "append", None))
+        and isinstance(getattr(cache, "length", None), int)
+        and isinstance(held, torch.Tensor)
+        and held.dim() == 4
+    ):
+        raise TypeError(
+            "cache must be a KVCache (llm_attention.kv_cache) or None, "
+            f"got {type(cache).__name__}"
+        )
+    _, heads, context_length, head_dim = held.shape
+    if heads != module.num_heads or head_dim != module.head_dim:
+        raise ValueError(
+            f"cache must hold num_heads={module.num_heads} heads of width "
+            f"head_dim={module.head_dim}, got {heads} heads of width {head_dim}"
+        )
+    if held.dtype != x.dtype:
+        raise TypeError(
+            f"cache must have the module's dtype {x.dtype}, got dtype {held.dtype}"
+        )
+    if held.device != x.device:
+        raise ValueError(
+            f"cache must be on the module's device {x.device}, got device {held.device}"
+        )
+    if context_length > module.mask.shape[0]:
+        raise ValueError(
+            f"cache holds up to {context_length} tokens, more than the module's "
+            f"context_length={module.mask.shape[0]}"
+        )
+
+
+def _cached(cache, keys, values, padding_mask):
+    """Without a cache: ``0`` and the inputs. With one: the position of the first new
+    token, and every key, value and padding flag held once the new ones are appended:
+    ``(B, H, T_k, d_h)`` twice and ``(B, T_k)``, ``T_k = cache.length`` after."""
+    if cache is None:
+        return 0, keys, values, padding_mask
+    start = cache.length  # the new tokens sit at positions start..start + T - 1
+    keys, values, padding_mask = cache.append(keys, values, padding_mask)
+    return start, keys, values, padding_mask
+
+
 # --8<-- [start:fast_attention]
 def _fast_attention(queries, keys, values, mask_bool=None, *, causal, dropout_p):
     """``softmax(Q K^T / sqrt(d_h) + M) V`` in one fused call.
@@ -246,29 +297,46 @@ class MultiHeadAttention(nn.Module):
     # --8<-- [end:init]
 
     def forward(
-        self, x: torch.Tensor, padding_mask: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        *,
+        cache=None,
     ) -> torch.Tensor:
-        """Attend over ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``."""
+        """Attend over ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``.
+
+        With a ``cache``, ``x`` holds only the next ``T`` tokens, which attend to every
+        token the cache holds as well as to each other; their keys and values are
+        appended to it. Give the prompt's ``padding_mask`` with the prompt: the cache
+        keeps it for the tokens that follow.
+        """
         weight = self.W_query.weight
         _check_inputs(x, padding_mask, weight.shape[1], self.mask.shape[0], weight)
+        if cache is not None:
+            _check_cache(cache, self, x)
         if self.fast_path:
-            return self._forward_fast(x, padding_mask)
-        return self._forward_explicit(x, padding_mask)
+            return self._forward_fast(x, padding_mask, cache)
+        return self._forward_explicit(x, padding_mask, cache)
 
     def _mask_bool(
-        self, num_tokens: int, padding_mask: torch.Tensor | None
+        self, start: int, num_tokens: int, padding_mask: torch.Tensor | None
     ) -> torch.Tensor:
-        """True where a query may not attend a key: ``(T, T)``, or ``(B, 1, T, T)``."""
-        mask_bool = self.mask[:num_tokens, :num_tokens]  # (T, T)
+        """True where a query may not attend a key: ``(T, T_k)``, or ``(B, 1, T, T_k)``.
+
+        Rows are the queries at positions ``start..start + T - 1``, columns the keys
+        at ``0..T_k - 1``, ``T_k = start + T`` (``start`` is 0 without a cache).
+        """
+        end = start + num_tokens
+        mask_bool = self.mask[start:end, :end]  # (T, T_k)
         if not self.causal:
-            mask_bool = torch.zeros_like(mask_bool)  # (T, T): no future is hidden
+            mask_bool = torch.zeros_like(mask_bool)  # (T, T_k): no future is hidden
         if padding_mask is not None:
-            hidden_keys = ~padding_mask[:, None, None, :]  # (B, 1, 1, T)
-            mask_bool = mask_bool | hidden_keys  # (T, T) | (B, 1, 1, T) -> (B, 1, T, T)
+            hidden_keys = ~padding_mask[:, None, None, :]  # (B, 1, 1, T_k)
+            mask_bool = mask_bool | hidden_keys  # -> (B, 1, T, T_k)
         return mask_bool
 
     # --8<-- [start:forward_explicit]
-    def _forward_explicit(self, x, padding_mask=None):
+    def _forward_explicit(self, x, padding_mask=None, cache=None):
         b, num_tokens, d_in = x.shape  # (B, T, d_in)
         split = (b, num_tokens, self.num_heads, self.head_dim)
 
@@ -284,13 +352,15 @@ class MultiHeadAttention(nn.Module):
         keys = keys.transpose(1, 2)  # (B, H, T, d_h)
         queries = queries.transpose(1, 2)  # (B, H, T, d_h)
         values = values.transpose(1, 2)  # (B, H, T, d_h)
+        # Only when generating with a KV cache: attend to every token it holds.
+        start, keys, values, padding_mask = _cached(cache, keys, values, padding_mask)
 
         # (B, H, T, d_h) @ (B, H, d_h, T) -> (B, H, T, T)
         attn_scores = queries @ keys.transpose(2, 3)
         # Scale and mask in place: the (B, H, T, T) table is the costly one,
         # so no step makes a second copy of it that it does not need.
         attn_scores /= self.head_dim**0.5  # (B, H, T, T)
-        mask_bool = self._mask_bool(num_tokens, padding_mask)  # True = masked
+        mask_bool = self._mask_bool(start, num_tokens, padding_mask)  # True = masked
         attn_scores.masked_fill_(mask_bool, -torch.inf)  # (B, H, T, T)
 
         attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, H, T, T)
@@ -306,7 +376,7 @@ class MultiHeadAttention(nn.Module):
         return context_vec
     # --8<-- [end:forward_explicit]
 
-    def _forward_fast(self, x, padding_mask=None):
+    def _forward_fast(self, x, padding_mask=None, cache=None):
         # --8<-- [start:forward_fast]
         b, num_tokens, d_in = x.shape  # (B, T, d_in)
         split = (b, num_tokens, self.num_heads, self.head_dim)
@@ -314,9 +384,11 @@ class MultiHeadAttention(nn.Module):
         queries = self.W_query(x).view(split).transpose(1, 2)
         keys = self.W_key(x).view(split).transpose(1, 2)
         values = self.W_value(x).view(split).transpose(1, 2)
+        # With a cache: (B, H, T_k, d_h) twice, and its padding flags (B, T_k).
+        start, keys, values, padding_mask = _cached(cache, keys, values, padding_mask)
         mask_bool = None  # without padding, the kernel makes the causal mask itself
-        if padding_mask is not None:  # (B, 1, T, T); True = masked
-            mask_bool = self._mask_bool(num_tokens, padding_mask)
+        if padding_mask is not None:  # (B, 1, T, T_k); True = masked
+            mask_bool = self._mask_bool(start, num_tokens, padding_mask)
         dropout_p = self.dropout.p if self.training else 0.0  # off in eval mode
         context_vec = _fast_attention(
             queries, keys, values, mask_bool, causal=self.causal, dropout_p=dropout_p
