@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pathlib
 import re
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ from pytest_markdown_docs._runners import DefaultRunner, register_runner
 from pytest_markdown_docs.plugin import parse_superfences_block_info
 
 ROOT = pathlib.Path(__file__).resolve().parent
+# Pages and tests that train a model share one run, kept on disk (llm_attention.induction);
+# LLM_ATTENTION_CACHE="" turns the disk copy off.
+os.environ.setdefault("LLM_ATTENTION_CACHE", str(ROOT / ".cache"))
 PYTHON_LANGS = {"py", "python", "python3"}
 
 # Notebook scripts are executed by tests/test_notebooks.py, not imported at collection.

@@ -12,6 +12,7 @@ page so that the page's download button hands the reader a notebook to open in J
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 
@@ -19,6 +20,9 @@ import jupytext
 from mkdocs.structure.files import File
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "llm_attention"
+# Pages and notebooks that train a model share one run, kept on disk (llm_attention.induction);
+# LLM_ATTENTION_CACHE="" turns the disk copy off.
+os.environ.setdefault("LLM_ATTENTION_CACHE", str(PACKAGE.parents[1] / ".cache"))
 MODULES_URI = "code/llm_attention"
 
 # The notebook renderer adds a MathJax loader from a CDN; the site typesets math with its own KaTeX.

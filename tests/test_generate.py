@@ -1,0 +1,117 @@
+"""generate: a naive loop written here, cached against uncached (tokens and logits), sampling, errors."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from llm_attention.generate import generate, new_caches
+from llm_attention.gpt import GPTModel
+
+PATHS = pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+
+
+def fresh(fast_path=True, dtype=torch.float32, seed=0):
+    torch.manual_seed(seed)
+    return GPTModel(30, 24, 32, 4, 2, fast_path=fast_path).to(dtype).eval()
+
+
+def prompt(batch=3, num_tokens=6):
+    tokens = torch.randint(0, 30, (batch, num_tokens), generator=torch.Generator().manual_seed(2))
+    padding_mask = torch.ones(batch, num_tokens, dtype=torch.bool)
+    padding_mask[0, :2] = False  # the first prompt is 4 tokens, left-padded
+    return tokens, padding_mask
+
+
+def test_greedy_equals_a_loop_written_out():
+    model = fresh()
+    tokens, _ = prompt()
+    got, logits = generate(model, tokens, 5, use_cache=False)
+    sequence = tokens
+    with torch.no_grad():
+        for step in range(5):
+            last = model(sequence)[:, -1]
+            torch.testing.assert_close(logits[:, step], last, atol=0, rtol=0)
+            sequence = torch.cat([sequence, last.argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(got, sequence)
+    assert logits.shape == (3, 5, 30)
+
+
+@PATHS
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 5e-2)], ids=["f32", "bf16"])
+def test_cached_generation_gives_the_uncached_tokens_and_logits(fast_path, dtype, atol):
+    model = fresh(fast_path, dtype)
+    tokens, padding_mask = prompt()
+    slow, slow_logits = generate(model, tokens, 12, padding_mask=padding_mask, use_cache=False)
+    fast, fast_logits = generate(model, tokens, 12, padding_mask=padding_mask, use_cache=True)
+    assert torch.equal(fast, slow)
+    torch.testing.assert_close(fast_logits, slow_logits, atol=atol, rtol=0)
+
+
+@PATHS
+def test_what_sits_in_padded_slots_changes_nothing(fast_path):
+    model = fresh(fast_path)
+    tokens, padding_mask = prompt()
+    changed = tokens.clone()
+    changed[0, :2] = (tokens[0, :2] + 7) % 30  # other ids in the padded slots
+    for use_cache in (False, True):
+        first, logits_first = generate(model, tokens, 6, padding_mask=padding_mask, use_cache=use_cache)
+        again, logits_again = generate(model, changed, 6, padding_mask=padding_mask, use_cache=use_cache)
+        assert torch.equal(again[:, 2:], first[:, 2:])
+        torch.testing.assert_close(logits_again, logits_first, atol=1e-5, rtol=0)
+    unpadded, _ = generate(model, changed, 6)  # ...while without the mask they count
+    assert not torch.allclose(unpadded, first)
+
+
+@PATHS
+def test_sampling_is_reproducible_and_the_same_with_or_without_cache(fast_path):
+    model = fresh(fast_path)
+    tokens, _ = prompt()
+    runs = [
+        generate(model, tokens, 10, temperature=1.5, generator=torch.Generator().manual_seed(4), use_cache=cached)[0]
+        for cached in (True, True, False)
+    ]
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
+    greedy, _ = generate(model, tokens, 10)
+    assert not torch.equal(runs[0], greedy)  # a hot temperature leaves the greedy path
+    top1, _ = generate(model, tokens, 10, temperature=1.0, top_k=1, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(top1, greedy)
+
+
+def test_top_k_only_draws_from_the_k_most_likely():
+    model = fresh()
+    tokens, _ = prompt(batch=1)
+    out, logits = generate(model, tokens, 10, temperature=5.0, top_k=3, generator=torch.Generator().manual_seed(0))
+    top3 = logits.topk(3, dim=-1).indices  # (1, 10, 3)
+    assert (top3 == out[:, 6:, None]).any(-1).all()
+
+
+def test_new_caches_fit_the_model():
+    model = fresh().to(torch.bfloat16)
+    caches = new_caches(model, 5)
+    assert len(caches) == 2
+    assert caches[0].keys.shape == (5, 4, 24, 8) and caches[0].keys.dtype == torch.bfloat16
+    with pytest.raises(TypeError, match="model must be a GPTModel, got Linear"):
+        new_caches(torch.nn.Linear(2, 2), 1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"model": torch.nn.Linear(2, 2)}, TypeError, "model must be a GPTModel, got Linear"),
+        ({"tokens": torch.zeros(4, dtype=torch.long)}, ValueError, "tokens must be a (B, T) tensor of ids, got (4,)"),
+        ({"max_new_tokens": 0}, ValueError, "max_new_tokens must be at least 1, got 0"),
+        ({"max_new_tokens": 2.0}, TypeError, "max_new_tokens must be an int, got 2.0"),
+        ({"max_new_tokens": 19}, ValueError, "6 prompt tokens + max_new_tokens=19 = 25, more than the model's context_length=24"),
+        ({"temperature": -1.0}, ValueError, "temperature must be >= 0 (0 = greedy), got -1.0"),
+        ({"temperature": "hot"}, TypeError, "temperature must be a float >= 0, got 'hot'"),
+        ({"top_k": 0}, ValueError, "top_k must be None or a positive int, got 0"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, error, message):
+    tokens, _ = prompt()
+    arguments = {"model": fresh(), "tokens": tokens, "max_new_tokens": 3} | kwargs
+    with pytest.raises(error, match=re.escape(message)):
+        generate(**arguments)
