@@ -109,6 +109,16 @@ def repeat_loss_and_accuracy(
     return loss, accuracy
 
 
+@torch.no_grad()
+def accuracy_without(
+    model: GPTModel, batch: InductionBatch, segment: int, heads=()
+) -> float:
+    """Accuracy on the repeat with the ``(layer, head)`` pairs in ``heads`` zeroed."""
+    with model.ablate(heads):
+        logits = model(batch.tokens)  # (B, T, V)
+    return repeat_loss_and_accuracy(logits, batch, segment)[1].item()
+
+
 def new_model(config: InductionConfig) -> GPTModel:
     torch.manual_seed(config.seed)
     return GPTModel(
