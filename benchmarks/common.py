@@ -1,4 +1,5 @@
-"""Helpers the benchmark scripts share: the machine a run took place on, timing in turns."""
+"""Helpers the benchmark scripts share: the machine a run took place on, timing in turns, saving
+a plot."""
 
 from __future__ import annotations
 
@@ -57,3 +58,12 @@ def time_in_turns(runs: dict, rounds: int, min_run_time: float) -> dict:
         q1, median, q3 = (torch.quantile(t, q).item() for q in (0.25, 0.5, 0.75))
         out[name] = {"median_s": median, "iqr_s": q3 - q1, "blocks": len(times)}
     return out
+
+
+def save_figure(fig, path: pathlib.Path) -> None:
+    """Write ``fig`` to ``path`` (SVG unless the suffix says otherwise) on white, and close it."""
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=path.suffix.lstrip(".") or "svg", facecolor="white")
+    plt.close(fig)

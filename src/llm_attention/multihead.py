@@ -190,6 +190,7 @@ def _check_cache(cache: object, module: nn.Module, x: torch.Tensor) -> None:
         )
 
 
+# --8<-- [start:cached]
 def _cached(cache, keys, values, padding_mask):
     """Without a cache: ``0`` and the inputs. With one: the position of the first new
     token, and every key, value and padding flag held once the new ones are appended:
@@ -199,6 +200,7 @@ def _cached(cache, keys, values, padding_mask):
     start = cache.length  # the new tokens sit at positions start..start + T - 1
     keys, values, padding_mask = cache.append(keys, values, padding_mask)
     return start, keys, values, padding_mask
+# --8<-- [end:cached]
 
 
 # --8<-- [start:fast_attention]

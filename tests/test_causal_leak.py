@@ -1,0 +1,133 @@
+"""No causal module of the package lets a token see the future: one check, every class.
+
+The classes are found by scanning the package, so a new module's classes are checked as soon as
+they exist. Each found ``nn.Module`` subclass needs an entry in ``REGISTRY``: how to build a small
+one and what to feed it, or why it is not causal. A class without an entry fails the test, so
+nobody can add an attention class and forget it here.
+
+The check: run the module on a sequence, then on a copy whose tokens after position ``t`` are
+replaced; the outputs up to ``t`` must not change, in train mode (dropout 0) and in eval mode, on
+the explicit path and, where the class has one, the fast path. The last test runs the same check
+on a deliberately broken copy of ``MultiHeadAttention`` and expects it to fail.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+import torch
+from torch import nn
+
+import llm_attention
+
+D_IN, CONTEXT, T, B = 8, 12, 7, 2
+
+
+def package_modules() -> list[nn.Module]:
+    """Every nn.Module subclass defined in a module of llm_attention."""
+    found = []
+    for info in pkgutil.iter_modules(llm_attention.__path__):
+        module = importlib.import_module(f"llm_attention.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, nn.Module) and cls.__module__ == module.__name__:
+                found.append(cls)
+    return sorted(set(found), key=lambda cls: f"{cls.__module__}.{cls.__name__}")
+
+
+def embeddings(generator):
+    return torch.randn(B, T, D_IN, generator=generator)  # (B, T, d_in)
+
+
+def token_ids(generator):
+    return torch.randint(0, 16, (B, T), generator=generator)  # (B, T)
+
+
+# name -> (build(**path_kwargs) -> module, make_input(generator)) or a reason it is not causal
+REGISTRY = {
+    "SelfAttentionV1": "not causal: chapter 3's attention sees every token by design",
+    "SelfAttentionV2": "not causal: chapter 3's attention sees every token by design",
+    "CausalAttention": (lambda **kw: _c("causal", "CausalAttention")(D_IN, 6, CONTEXT, 0.0, **kw), embeddings),
+    "MultiHeadAttentionWrapper": (
+        lambda **kw: _c("multihead_wrapper", "MultiHeadAttentionWrapper")(D_IN, 3, CONTEXT, 0.0, 2, **kw),
+        embeddings,
+    ),
+    "MultiHeadAttention": (
+        lambda **kw: _c("multihead", "MultiHeadAttention")(D_IN, 8, CONTEXT, 0.0, 2, **kw),
+        embeddings,
+    ),
+    "TransformerBlock": (
+        lambda **kw: _c("gpt", "TransformerBlock")(D_IN, CONTEXT, 2, 0.0, False, kw.get("fast_path", False)),
+        embeddings,
+    ),
+    "GPTModel": (lambda **kw: _c("gpt", "GPTModel")(16, CONTEXT, D_IN, 2, 2, **kw), token_ids),
+}  # fmt: skip
+
+
+def _c(module: str, name: str):
+    return getattr(importlib.import_module(f"llm_attention.{module}"), name)
+
+
+def has_fast_path(cls) -> bool:
+    return "fast_path" in inspect.signature(cls.__init__).parameters
+
+
+def cases():
+    for cls in package_modules():
+        entry = REGISTRY.get(cls.__name__)
+        if isinstance(entry, str):
+            continue
+        paths = [False, True] if has_fast_path(cls) else [False]
+        for fast in paths:
+            for mode in ("train", "eval"):
+                label = f"{cls.__name__}-{'fast' if fast else 'explicit'}-{mode}"
+                yield pytest.param(cls, fast, mode, id=label)
+
+
+def assert_no_leak(module: nn.Module, make_input, positions=(0, 3, T - 2)) -> None:
+    """Changing every token after t leaves each output up to t exactly as it was."""
+    generator = torch.Generator().manual_seed(0)
+    x = make_input(generator)
+    with torch.no_grad():
+        before = module(x)
+        for t in positions:
+            changed = x.clone()
+            changed[:, t + 1 :] = make_input(generator)[:, t + 1 :]
+            after = module(changed)
+            torch.testing.assert_close(after[:, : t + 1], before[:, : t + 1], atol=1e-6, rtol=0,
+                                       msg=lambda m, t=t: f"outputs up to {t} changed: {m}")  # fmt: skip
+            assert (after[:, t + 1 :] - before[:, t + 1 :]).abs().max() > 1e-4  # not inert
+
+
+def test_every_module_class_is_registered():
+    found = {cls.__name__ for cls in package_modules()}
+    assert {"CausalAttention", "MultiHeadAttention", "GPTModel"} <= found  # the scan works
+    missing = sorted(found - set(REGISTRY))
+    assert not missing, f"add these classes to REGISTRY in {__file__}: {missing}"
+
+
+@pytest.mark.parametrize("cls, fast_path, mode", list(cases()))
+def test_no_output_sees_a_later_token(cls, fast_path, mode):
+    build, make_input = REGISTRY[cls.__name__]
+    torch.manual_seed(0)
+    module = build(fast_path=fast_path) if has_fast_path(cls) else build()
+    module.train(mode == "train")  # dropout is 0, so train mode must not leak either
+    assert_no_leak(module, make_input)
+
+
+class PeeksOneAhead(_c("multihead", "MultiHeadAttention")):
+    """A broken copy: its mask hides the future from two tokens on, so each token sees the next."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.mask = torch.ones_like(self.mask).triu(diagonal=2)  # one future key let through
+        self.fast_path = False  # the fused kernel makes its own mask; break the explicit one
+
+
+def test_the_check_catches_a_broken_mask():
+    torch.manual_seed(0)
+    broken = PeeksOneAhead(D_IN, 8, CONTEXT, 0.0, 2).eval()
+    with pytest.raises(AssertionError, match="outputs up to 0 changed"):
+        assert_no_leak(broken, embeddings)
