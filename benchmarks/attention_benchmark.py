@@ -52,12 +52,9 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
-import datetime as dt
 import json
 import math
-import os
 import pathlib
-import platform
 import re
 import subprocess
 import sys
@@ -68,6 +65,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils import benchmark
 
+from common import machine_info, time_in_turns  # benchmarks/common.py, beside this script
 from llm_attention.multihead import MultiHeadAttention
 from llm_attention.multihead_wrapper import MultiHeadAttentionWrapper
 
@@ -201,25 +199,6 @@ def peak_memory_bytes(run) -> int | None:
     return (_status_kib("VmHWM") - before) * 1024
 
 
-def time_in_turns(runs: dict, rounds: int, min_run_time: float) -> dict:
-    """Time each of ``runs`` (name -> callable) in turns; return name -> median, spread and count."""
-    timers = {
-        name: benchmark.Timer(stmt="run()", globals={"run": run}, label=name, num_threads=torch.get_num_threads())
-        for name, run in runs.items()
-    }
-    blocks = {name: [] for name in runs}  # seconds per call, one entry per block
-    names = list(runs)
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate who goes first
-            blocks[name] += timers[name].blocked_autorange(min_run_time=min_run_time).times
-    out = {}
-    for name, times in blocks.items():
-        t = torch.tensor(times, dtype=torch.float64)
-        q1, median, q3 = (torch.quantile(t, q).item() for q in (0.25, 0.5, 0.75))
-        out[name] = {"median_s": median, "iqr_s": q3 - q1, "blocks": len(times)}
-    return out
-
-
 def matmul_rate(n: int, min_run_time: float) -> dict:
     a, b = torch.randn(n, n), torch.randn(n, n)
     timer = benchmark.Timer(stmt="a @ b", globals={"a": a, "b": b}, num_threads=torch.get_num_threads())
@@ -229,16 +208,6 @@ def matmul_rate(n: int, min_run_time: float) -> dict:
 
 def fast_path_flops(batch: int, tokens: int, d: int) -> float:
     return 8 * batch * tokens * d * d + 2 * batch * tokens * tokens * d
-
-
-def cpu_model() -> str:
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 # --- reporting ---------------------------------------------------------------------------------
@@ -427,18 +396,7 @@ def main(argv: list[str] | None = None) -> dict:
     matmul = matmul_rate(cfg["matmul_n"], cfg["min_run_time"])
 
     report = {
-        "machine": {
-            "cpu_model": cpu_model(),
-            "machine": platform.machine(),
-            "system": f"{platform.system()} {platform.release()}",
-            "logical_cpus": os.cpu_count(),
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "quick": args.quick,
-            "memory_method": memory["method"],
-        },
+        "machine": machine_info(quick=args.quick, memory_method=memory["method"]),
         "config": {"d_model": d, "num_heads": heads, "dtype": "float32", "sizes": sizes, "min_run_time_s": cfg["min_run_time"], "rounds": cfg["rounds"],
                    "implementations": LABELS, "modes": list(MODES)},  # fmt: skip
         "results": results,

@@ -1,0 +1,44 @@
+"""The KV cache benchmark still runs: a --quick smoke run, and a replot of the committed results."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "kv_cache_benchmark.py"
+
+
+def run(*args, cwd):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, check=False)  # fmt: skip
+
+
+def test_quick_run_writes_results_and_plot(tmp_path):
+    results, plot = tmp_path / "results.json", tmp_path / "plot.svg"
+    done = run("--quick", "--threads", "1", "--results", str(results), "--plot", str(plot), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "uncached: 64/64 tokens" in done.stderr  # progress lines
+    report = json.loads(results.read_text())
+    assert report["machine"]["quick"] is True and report["machine"]["threads"] == 1
+    for key in ("cpu_model", "torch", "python", "date"):
+        assert report["machine"][key]
+    steps = report["steps"]
+    assert len(steps["cached"]) == len(steps["uncached"]) == report["config"]["new_tokens"]
+    assert all(s > 0 for s in steps["cached"] + steps["uncached"])
+    assert [row["new_tokens"] for row in report["table"]] == report["config"]["lengths"]
+    assert set(report["goals"]) == {"speedup_at_max", "cached_last_vs_first", "uncached_last_vs_first"}
+    assert "<svg" in plot.read_text()
+    assert "speedup_at_max" in done.stdout  # the ratios are printed
+
+
+def test_replot_redraws_from_the_committed_results(tmp_path):
+    plot = tmp_path / "again.svg"
+    committed = ROOT / "benchmarks" / "kv_cache_results.json"
+    done = run("--replot", "--results", str(committed), "--plot", str(plot), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "<svg" in plot.read_text()
+    report = json.loads(committed.read_text())
+    assert report["machine"]["quick"] is False and report["config"]["emb_dim"] == 768
