@@ -192,12 +192,15 @@ def _check_cache(cache: object, module: nn.Module, x: torch.Tensor) -> None:
 
 # --8<-- [start:cached]
 def _cached(cache, keys, values, padding_mask):
-    """Without a cache: ``0`` and the inputs. With one: the position of the first new
-    token, and every key, value and padding flag held once the new ones are appended:
-    ``(B, H, T_k, d_h)`` twice and ``(B, T_k)``, ``T_k = cache.length`` after."""
+    """Without a cache: 0 and the inputs, unchanged.
+
+    With one: the position of the first new token, then every key,
+    value and padding flag held once the new ones are appended:
+    (B, H, T_k, d_h) twice and (B, T_k), with T_k = cache.length.
+    """
     if cache is None:
         return 0, keys, values, padding_mask
-    start = cache.length  # the new tokens sit at positions start..start + T - 1
+    start = cache.length  # the new tokens: positions start..start + T - 1
     keys, values, padding_mask = cache.append(keys, values, padding_mask)
     return start, keys, values, padding_mask
 # --8<-- [end:cached]
