@@ -128,18 +128,28 @@ def new_model(config: InductionConfig) -> GPTModel:
 
 
 def train(config: InductionConfig) -> tuple[dict, list[float]]:
-    """Train a fresh model with AdamW; return its state dict and the loss per step."""
+    """Train a fresh model with AdamW; return its state dict and the loss per step.
+
+    Runs on one CPU thread: the model is so small that more threads barely help, and
+    on a machine shared with other work they can make it many times slower.
+    """
     model = new_model(config).train()
     generator = torch.Generator().manual_seed(config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
     losses = []
-    for _ in range(config.steps):
-        batch = make_batch(config, config.batch_size, generator)
-        loss, _ = repeat_loss_and_accuracy(model(batch.tokens), batch, config.segment)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(config.steps):
+            batch = make_batch(config, config.batch_size, generator)
+            logits = model(batch.tokens)  # (B, T, V)
+            loss, _ = repeat_loss_and_accuracy(logits, batch, config.segment)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    finally:
+        torch.set_num_threads(threads)
     return model.state_dict(), losses
 
 
