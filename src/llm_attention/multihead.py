@@ -357,7 +357,8 @@ class MultiHeadAttention(nn.Module):
         keys = keys.transpose(1, 2)  # (B, H, T, d_h)
         queries = queries.transpose(1, 2)  # (B, H, T, d_h)
         values = values.transpose(1, 2)  # (B, H, T, d_h)
-        # Only when generating with a KV cache: attend to every token it holds.
+        # Only with a KV cache (generation): the keys and values of every held
+        # token, (B, H, T_k, d_h). Without one, T_k = T and nothing changes.
         start, keys, values, padding_mask = _cached(cache, keys, values, padding_mask)
 
         # (B, H, T, d_h) @ (B, H, d_h, T) -> (B, H, T, T)
