@@ -48,7 +48,6 @@ def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
 # --8<-- [end:mask]
 
 
-# --8<-- [start:cache]
 class RollingKVCache:
     """Keys and values of the last ``window`` tokens of one attention layer.
 
@@ -114,6 +113,7 @@ class RollingKVCache:
         self.length = self.held = 0
         self.key_padding.fill_(True)
 
+    # --8<-- [start:append]
     def append(self, keys, values, padding_mask=None):
         """Return the held and new keys, values and padding flags; keep the last
         ``window`` of them."""
@@ -144,4 +144,4 @@ class RollingKVCache:
         self.held = keep
         self.length += num_new
         return keys, values, padding
-# --8<-- [end:cache]
+    # --8<-- [end:append]
