@@ -1,0 +1,69 @@
+"""Helpers the benchmark scripts share: the machine a run took place on, timing in turns, saving
+a plot."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import pathlib
+import platform
+
+import torch
+from torch.utils import benchmark
+
+
+def cpu_model() -> str:
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info(**extra) -> dict:
+    """CPU, threads, versions and date: what a results file needs to be read fairly."""
+    return {
+        "cpu_model": cpu_model(),
+        "machine": platform.machine(),
+        "system": f"{platform.system()} {platform.release()}",
+        "logical_cpus": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        **extra,
+    }
+
+
+def time_in_turns(runs: dict, rounds: int, min_run_time: float) -> dict:
+    """Time each of ``runs`` (name -> callable) in turns; return name -> median, spread and count.
+
+    In each round every callable gets one ``blocked_autorange`` block, in a rotating order, so a
+    burst of someone else's work on a shared machine slows them all alike.
+    """
+    timers = {
+        name: benchmark.Timer(stmt="run()", globals={"run": run}, label=name, num_threads=torch.get_num_threads())
+        for name, run in runs.items()
+    }
+    blocks = {name: [] for name in runs}  # seconds per call, one entry per block
+    names = list(runs)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate who goes first
+            blocks[name] += timers[name].blocked_autorange(min_run_time=min_run_time).times
+    out = {}
+    for name, times in blocks.items():
+        t = torch.tensor(times, dtype=torch.float64)
+        q1, median, q3 = (torch.quantile(t, q).item() for q in (0.25, 0.5, 0.75))
+        out[name] = {"median_s": median, "iqr_s": q3 - q1, "blocks": len(times)}
+    return out
+
+
+def save_figure(fig, path: pathlib.Path) -> None:
+    """Write ``fig`` to ``path`` (SVG unless the suffix says otherwise) on white, and close it."""
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=path.suffix.lstrip(".") or "svg", facecolor="white")
+    plt.close(fig)
