@@ -66,7 +66,7 @@ def free_port():
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
 def test_ddp_over_two_processes_equals_one_process(tmp_path):
     result = tmp_path / "ddp.pt"
-    mp.start_processes(
+    mp.start_processes(  # spawn, not fork: a forked OpenMP runtime can hang
         _worker, args=(free_port(), str(result)), nprocs=WORLD, start_method="spawn"
     )
     single = build()
