@@ -165,10 +165,16 @@ class GroupedQueryAttention(nn.Module):
     \qquad \mathrm{out} = [\mathrm{head}_1, \dots, \mathrm{head}_H]\,W_{out} + b_{out}$$
 
     Args:
-        d_in, d_out, context_length, dropout, num_heads, qkv_bias, causal, fast_path:
-            as in ``MultiHeadAttention``.
+        d_in: width of each input token vector.
+        d_out: width of the output, split into ``num_heads`` query heads.
+        context_length: the most tokens a sequence may have.
+        dropout: probability of dropping an attention weight while training.
+        num_heads: query heads ``H``; must divide ``d_out``.
         num_kv_heads: key/value heads ``H_kv``; must divide ``num_heads``. Equal to
             ``num_heads``: multi-head attention; 1: multi-query attention.
+        qkv_bias: add a bias to the query, key and value projections.
+        causal: mask the future.
+        fast_path: use ``scaled_dot_product_attention`` (same result).
 
     Shapes:
         ``forward(x, padding_mask=None, *, cache=None)``: ``x`` ``(B, T, d_in)``,

@@ -98,8 +98,11 @@ class ModernAttention(nn.Module):
     padding, and keys at distance $\ge$ ``window``.
 
     Args:
-        d_in, d_out, context_length, dropout, num_heads: as in ``MultiHeadAttention``
-            (``d_out`` is the output width, usually the model width).
+        d_in: width of each input token vector (the model width).
+        d_out: width of the output (usually the model width too).
+        context_length: the most positions, cached ones included.
+        dropout: probability of dropping an attention weight while training.
+        num_heads: query heads ``H``.
         num_kv_heads: key/value heads; must divide ``num_heads``.
         qkv_bias: a bias on the query, key and value projections (Qwen2).
         head_dim: width of one head; ``d_out // num_heads`` when None.

@@ -62,7 +62,8 @@ class RollingKVCache:
         num_heads: ``H_kv``, the key/value heads of the layer.
         head_dim: ``d_h``.
         window: ``W``, the tokens kept.
-        dtype, device: those of the layer.
+        dtype: dtype of the stored keys and values (the layer's).
+        device: device of the stored keys and values (the layer's).
 
     Shapes:
         ``keys``, ``values``: ``(B, H_kv, W, d_h)`` storage, oldest first;
