@@ -63,6 +63,12 @@ def test_rolling_cache_keeps_padding():
         (lambda: RollingKVCache(1, 0, 2, 3), ValueError, "num_heads must be an int >= 1, got 0"),
         (lambda: RollingKVCache(1, 1, 2, 3).append(torch.zeros(1, 2, 1, 2), torch.zeros(1, 2, 1, 2)),
          ValueError, r"keys must have shape \(B, H_kv, T, d_h\) = \(1, 1, T, 2\)"),
+        (lambda: RollingKVCache(1, 1, 2, 3).append(torch.zeros(1, 1, 1, 2, dtype=torch.float64),
+                                                   torch.zeros(1, 1, 1, 2, dtype=torch.float64)),
+         TypeError, "keys must be torch.float32 on cpu like the cache, got torch.float64"),
+        (lambda: RollingKVCache(1, 1, 2, 3).append(torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2),
+                                                   torch.ones(1, 3, dtype=torch.bool)),
+         ValueError, r"padding_mask must be a bool tensor of shape \(B, T\) = \(1, 2\)"),
     ],
 )
 def test_errors(call, error, message):

@@ -114,10 +114,8 @@ class RollingKVCache:
         self.length = self.held = 0
         self.key_padding.fill_(True)
 
-    # --8<-- [start:append]
-    def append(self, keys, values, padding_mask=None):
-        """Return the held and new keys, values and padding flags; keep the last
-        ``window`` of them."""
+    def _check_new(self, keys, values, padding_mask) -> None:
+        """Raise a clear error for new keys, values or padding that do not fit."""
         batch, heads, _, head_dim = self.keys.shape
         for name, tensor in (("keys", keys), ("values", values)):
             if not isinstance(tensor, torch.Tensor) or tensor.dim() != 4:
@@ -129,7 +127,29 @@ class RollingKVCache:
                     f"{name} must have shape (B, H_kv, T, d_h) = "
                     f"({batch}, {heads}, T, {head_dim}), got {tuple(tensor.shape)}"
                 )
-        num_new = keys.shape[2]
+            if tensor.dtype != self.keys.dtype or tensor.device != self.keys.device:
+                raise TypeError(
+                    f"{name} must be {self.keys.dtype} on {self.keys.device} like the "
+                    f"cache, got {tensor.dtype} on {tensor.device}"
+                )
+        expected = (batch, keys.shape[2])
+        if padding_mask is not None and (
+            not isinstance(padding_mask, torch.Tensor)
+            or padding_mask.dtype != torch.bool
+            or tuple(padding_mask.shape) != expected
+        ):
+            got = getattr(padding_mask, "shape", type(padding_mask).__name__)
+            raise ValueError(
+                f"padding_mask must be a bool tensor of shape (B, T) = {expected} "
+                f"or None, got {got}"
+            )
+
+    # --8<-- [start:append]
+    def append(self, keys, values, padding_mask=None):
+        """Return the held and new keys, values and padding flags; keep the last
+        ``window`` of them."""
+        self._check_new(keys, values, padding_mask)
+        batch, num_new = keys.shape[0], keys.shape[2]
         if padding_mask is None:
             padding_mask = torch.ones(
                 batch, num_new, dtype=torch.bool, device=keys.device
