@@ -149,6 +149,11 @@ class ModernAttention(nn.Module):
         _check_size("d_out", d_out)
         check_num_kv_heads(num_heads, num_kv_heads)
         check_window(window)
+        if (inner // num_heads) % 2 != 0:
+            raise ValueError(
+                "head_dim must be even for rotary embeddings (dimensions turn in "
+                f"pairs), got head_dim={inner // num_heads}"
+            )
         for name, flag in (("out_bias", out_bias), ("qk_norm", qk_norm)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be True or False, got {flag!r}")
