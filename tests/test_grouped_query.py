@@ -205,3 +205,13 @@ def test_bad_inputs_and_caches():
     module(torch.randn(1, 3, 8), cache=cache)
     with pytest.raises(ValueError, match="holds 3 tokens; adding 2"):
         module(torch.randn(1, 2, 8), cache=cache)
+
+
+@pytest.mark.parametrize("fast_path", [False, True])
+def test_without_the_causal_mask_it_equals_multihead_too(fast_path):
+    gqa, x = make((2, 6, 8, 8, 4, 4, 8), 5, fast_path=fast_path, causal=False)
+    mha = MultiHeadAttention(8, 8, 8, 0.0, 4, True, causal=False)
+    mha.load_state_dict(gqa.state_dict())
+    pad = left_padding(2, 6, 5)
+    torch.testing.assert_close(gqa(x), mha(x), **TOL)
+    torch.testing.assert_close(gqa(x, pad), mha(x, pad), **TOL)
