@@ -174,3 +174,14 @@ def test_equals_multihead_attention_when_the_rotation_is_off():
     mha.load_state_dict(module.state_dict())
     x = torch.randn(2, 7, 16)
     torch.testing.assert_close(module(x), mha(x), **TOL)
+
+
+def test_paths_agree_in_bfloat16():
+    """bfloat16 keeps 8 significant bits; the two paths round at different steps."""
+    explicit, fast = make("all").to(torch.bfloat16), make("all", fast_path=True)
+    fast = fast.to(torch.bfloat16)
+    x = torch.randn(3, 9, 16, dtype=torch.bfloat16)
+    out1, out2 = explicit(x, padding()), fast(x, padding())
+    assert out1.dtype == out2.dtype == torch.bfloat16 and not out1.isnan().any()
+    scale = out1.float().abs().max()
+    assert (out1.float() - out2.float()).abs().max() <= 4 * 2.0**-8 * scale
