@@ -121,6 +121,7 @@ class ModernAttention(nn.Module):
         positions ``cache.length..``.
     """
 
+    # --8<-- [start:body]
     def __init__(
         self,
         d_in: int,
@@ -233,6 +234,8 @@ class ModernAttention(nn.Module):
         if self.window is None:
             return KVCache(*shape, self.context_length, **kind)
         return RollingKVCache(*shape, self.window, **kind)
+
+    # --8<-- [end:body]
 
     def extra_repr(self) -> str:
         return (
