@@ -42,8 +42,9 @@ from llm_attention.sliding_window import sliding_window_mask
 
 # %%
 torch.manual_seed(0)
-mha = MultiHeadAttention(32, 32, context_length=16, dropout=0.0, num_heads=8)
-gqa = GroupedQueryAttention(32, 32, 16, 0.0, num_heads=8, num_kv_heads=8)
+mha = MultiHeadAttention(32, 32, 16, 0.0, num_heads=8)
+gqa = GroupedQueryAttention(32, 32, 16, 0.0, num_heads=8,
+                            num_kv_heads=8)
 gqa.load_state_dict(mha.state_dict())
 x = torch.randn(2, 10, 32)  # (B, T, d_in)
 difference = (gqa(x) - mha(x)).abs().max().item()
@@ -56,7 +57,8 @@ assert difference < 1e-6
 # %%
 sizes = {}
 for kv_heads in (8, 2, 1):
-    layer = GroupedQueryAttention(32, 32, 64, 0.0, num_heads=8, num_kv_heads=kv_heads)
+    layer = GroupedQueryAttention(32, 32, 64, 0.0, num_heads=8,
+                                  num_kv_heads=kv_heads)
     cache = KVCache(1, kv_heads, layer.head_dim, context_length=64)
     layer(torch.randn(1, 64, 32), cache=cache)
     sizes[kv_heads] = cache.nbytes
@@ -77,9 +79,10 @@ keys = rope(k_vec.expand(1, 1, 10, 8))  # (1, 1, T, d_h)
 scores = (queries @ keys.transpose(-2, -1))[0, 0]  # (T, T)
 for d in range(-9, 10):
     diagonal = scores.diagonal(d)
-    assert torch.allclose(diagonal, diagonal[0].expand(len(diagonal)), atol=1e-5)
-heatmap(scores, title="Score by query and key position", annotate=False, cmap="RdBu",
-        xlabel="key position", ylabel="query position")
+    same = diagonal[0].expand(len(diagonal))
+    assert torch.allclose(diagonal, same, atol=1e-5)
+heatmap(scores, title="Score by query and key position", annotate=False,
+        cmap="RdBu", xlabel="key position", ylabel="query position")
 plt.show()
 
 # %% [markdown]
@@ -88,9 +91,9 @@ plt.show()
 # Each token attends to itself and the two before it.
 
 # %%
-may_attend = (~sliding_window_mask(8, 3)).float()  # (T, T), 1 = may attend
-heatmap(may_attend, title="Sliding-window mask, window = 3", fmt="{:.0f}",
-        vmin=0.0, vmax=1.0)
+may_attend = (~sliding_window_mask(8, 3)).float()  # (T, T): 1 = may
+heatmap(may_attend, title="Sliding-window mask, window = 3",
+        fmt="{:.0f}", vmin=0.0, vmax=1.0)
 plt.show()
 
 # %% [markdown]
@@ -98,7 +101,8 @@ plt.show()
 
 # %%
 torch.manual_seed(1)
-layer = ModernAttention(16, 16, 40, 0.0, num_heads=2, num_kv_heads=1, window=8)
+layer = ModernAttention(16, 16, 40, 0.0, num_heads=2, num_kv_heads=1,
+                        window=8)
 rolling, full = layer.make_cache(1), KVCache(1, 1, layer.head_dim, 40)
 x = torch.randn(1, 40, 16)
 for t in range(40):
@@ -117,8 +121,8 @@ assert rolling.held == 8
 
 # %%
 torch.manual_seed(2)
-layer = ModernAttention(64, 64, 32, 0.0, num_heads=4, num_kv_heads=1, head_dim=32,
-                        qk_norm=True, fast_path=True)
+layer = ModernAttention(64, 64, 32, 0.0, num_heads=4, num_kv_heads=1,
+                        head_dim=32, qk_norm=True, fast_path=True)
 x = torch.randn(2, 12, 64)
 whole = layer(x)
 cache = layer.make_cache(2)
