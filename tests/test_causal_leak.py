@@ -63,6 +63,17 @@ REGISTRY = {
         embeddings,
     ),
     "GPTModel": (lambda **kw: _c("gpt", "GPTModel")(16, CONTEXT, D_IN, 2, 2, **kw), token_ids),
+    "GroupedQueryAttention": (
+        lambda **kw: _c("grouped_query", "GroupedQueryAttention")(D_IN, 8, CONTEXT, 0.0, 4, 2, **kw),
+        embeddings,
+    ),
+    "ModernAttention": (  # a window shorter than the sequence, QK-norm and RoPE all on
+        lambda **kw: _c("modern", "ModernAttention")(
+            D_IN, 8, CONTEXT, 0.0, 4, 2, window=3, qk_norm=True, **kw
+        ),
+        embeddings,
+    ),
+    "RotaryEmbedding": "not attention: it turns each position's own query or key; ModernAttention is checked with it",
 }  # fmt: skip
 
 

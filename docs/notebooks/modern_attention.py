@@ -1,0 +1,133 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Modern attention
+#
+# The code of the "Modern attention" pages, cell by cell: grouped-query heads, rotary
+# positions, a sliding window with its rolling cache, and the module that combines them,
+#
+# $$\mathrm{head}_h = \mathrm{softmax}\left(
+#   \frac{R_m q_h \cdot R_n k_{\lfloor h/G \rfloor}}{\sqrt{d_h}} + M\right)
+#   V_{\lfloor h/G \rfloor} .$$
+#
+# It needs `torch`, `matplotlib` and the package (`pip install -e .` from the repository).
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+
+from llm_attention.figures import heatmap
+from llm_attention.grouped_query import GroupedQueryAttention
+from llm_attention.kv_cache import KVCache
+from llm_attention.modern import ModernAttention
+from llm_attention.multihead import MultiHeadAttention
+from llm_attention.rope import RotaryEmbedding
+from llm_attention.sliding_window import sliding_window_mask
+
+# %% [markdown]
+# ## Grouped-query attention
+#
+# With as many key/value heads as query heads, it is multi-head attention: load the same
+# weights and compare.
+
+# %%
+torch.manual_seed(0)
+mha = MultiHeadAttention(32, 32, 16, 0.0, num_heads=8)
+gqa = GroupedQueryAttention(32, 32, 16, 0.0, num_heads=8,
+                            num_kv_heads=8)
+gqa.load_state_dict(mha.state_dict())
+x = torch.randn(2, 10, 32)  # (B, T, d_in)
+difference = (gqa(x) - mha(x)).abs().max().item()
+print(f"largest difference: {difference:.1e}")
+assert difference < 1e-6
+
+# %% [markdown]
+# Fewer key/value heads, a smaller cache: fill one cache per setting and weigh it.
+
+# %%
+sizes = {}
+for kv_heads in (8, 2, 1):
+    layer = GroupedQueryAttention(32, 32, 64, 0.0, num_heads=8,
+                                  num_kv_heads=kv_heads)
+    cache = KVCache(1, kv_heads, layer.head_dim, context_length=64)
+    layer(torch.randn(1, 64, 32), cache=cache)
+    sizes[kv_heads] = cache.nbytes
+    print(f"num_kv_heads={kv_heads}: {cache.nbytes:,} bytes")
+assert sizes[8] == 4 * sizes[2] == 8 * sizes[1]
+
+# %% [markdown]
+# ## Rotary positions
+#
+# Put one query and one key at every pair of positions: the score is the same along each
+# diagonal, because it depends only on the distance.
+
+# %%
+rope = RotaryEmbedding(head_dim=8, context_length=32)
+q_vec, k_vec = torch.randn(8), torch.randn(8)
+queries = rope(q_vec.expand(1, 1, 10, 8))  # (1, 1, T, d_h)
+keys = rope(k_vec.expand(1, 1, 10, 8))  # (1, 1, T, d_h)
+scores = (queries @ keys.transpose(-2, -1))[0, 0]  # (T, T)
+for d in range(-9, 10):
+    diagonal = scores.diagonal(d)
+    same = diagonal[0].expand(len(diagonal))
+    assert torch.allclose(diagonal, same, atol=1e-5)
+heatmap(scores, title="Score by query and key position", annotate=False,
+        cmap="RdBu", xlabel="key position", ylabel="query position")
+plt.show()
+
+# %% [markdown]
+# ## A sliding window
+#
+# Each token attends to itself and the two before it.
+
+# %%
+may_attend = (~sliding_window_mask(8, 3)).float()  # (T, T): 1 = may
+heatmap(may_attend, title="Sliding-window mask, window = 3",
+        fmt="{:.0f}", vmin=0.0, vmax=1.0)
+plt.show()
+
+# %% [markdown]
+# The rolling cache stops growing at the window, with the outputs of a full one.
+
+# %%
+torch.manual_seed(1)
+layer = ModernAttention(16, 16, 40, 0.0, num_heads=2, num_kv_heads=1,
+                        window=8)
+rolling, full = layer.make_cache(1), KVCache(1, 1, layer.head_dim, 40)
+x = torch.randn(1, 40, 16)
+for t in range(40):
+    a = layer(x[:, t : t + 1], cache=rolling)
+    b = layer(x[:, t : t + 1], cache=full)
+    assert torch.allclose(a, b, atol=1e-6)
+print(f"after 40 tokens: rolling cache {rolling.nbytes} bytes, "
+      f"full cache {full.length * 2 * layer.head_dim * 4} bytes in use")
+assert rolling.held == 8
+
+# %% [markdown]
+# ## The combined module
+#
+# Qwen3-style: grouped-query heads, rotary positions and QK-norm. Decoding with a cache
+# gives the outputs of one pass over the whole sequence.
+
+# %%
+torch.manual_seed(2)
+layer = ModernAttention(64, 64, 32, 0.0, num_heads=4, num_kv_heads=1,
+                        head_dim=32, qk_norm=True, fast_path=True)
+x = torch.randn(2, 12, 64)
+whole = layer(x)
+cache = layer.make_cache(2)
+steps = [layer(x[:, :8], cache=cache)]
+steps += [layer(x[:, t : t + 1], cache=cache) for t in range(8, 12)]
+difference = (torch.cat(steps, dim=1) - whole).abs().max().item()
+print(f"cached decoding vs one pass: {difference:.1e}")
+assert difference < 1e-5

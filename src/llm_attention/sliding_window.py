@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
+"""Sliding-window attention: each token attends to at most the last ``window`` tokens.
+
+Shapes: ``B`` batch, ``H_kv`` key/value heads, ``W = window``, ``T`` tokens (new
+tokens, with a cache), ``T_k`` keys attended to, ``d_h`` one head's width.
+
+The query at position ``p`` may attend the key at position ``k`` when
+``0 <= p - k < window``: itself and the ``window - 1`` tokens before it (the rule of
+Mistral and of the local layers of Gemma). One layer sees ``window`` tokens back;
+a stack of ``L`` layers passes information up to ``L * (window - 1)`` tokens back.
+
+Since no token ever looks further back than the window, a cache needs to keep only
+the last ``window`` keys and values: ``RollingKVCache`` does that, so its memory stops
+growing at the window however long the text.
+
+Needs only torch. MIT licence: copy freely, and keep the first two lines.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_window(window: object) -> None:
+    """Raise a clear error unless ``window`` is None or an int of at least 1."""
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(
+            f"window must be an int >= 1 or None, got {window!r} "
+            f"({type(window).__name__})"
+        )
+    if window < 1:
+        raise ValueError(
+            f"window must be at least 1 (a token attends to itself), got {window}"
+        )
+
+
+# --8<-- [start:mask]
+def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
+    """True where a query may not attend a key: the future, and keys ``window`` or more
+    positions back. ``(T, T)`` bool."""
+    check_window(window)
+    position = torch.arange(num_tokens)  # (T,)
+    distance = position[:, None] - position[None, :]  # (T, T): query minus key
+    return (distance < 0) | (distance >= window)  # (T, T)
+# --8<-- [end:mask]
+
+
+class RollingKVCache:
+    """Keys and values of the last ``window`` tokens of one attention layer.
+
+    Like ``KVCache`` in ``kv_cache.py``, ``append`` takes the new tokens' keys and
+    values and returns the keys a query may need: those held plus the new ones, at
+    most ``window + T`` of them; it then keeps only the last ``window``. ``length``
+    counts every token seen (the position of the next one); the returned keys sit at
+    positions ``length - T_k .. length - 1``.
+
+    Args:
+        batch_size: ``B``.
+        num_heads: ``H_kv``, the key/value heads of the layer.
+        head_dim: ``d_h``.
+        window: ``W``, the tokens kept.
+        dtype: dtype of the stored keys and values (the layer's).
+        device: device of the stored keys and values (the layer's).
+
+    Shapes:
+        ``keys``, ``values``: ``(B, H_kv, W, d_h)`` storage, oldest first;
+        ``key_padding``: ``(B, W)`` bool, True = real token.
+        ``append(keys, values, padding_mask=None)``: ``(B, H_kv, T, d_h)`` twice and
+        ``(B, T)``; returns ``(B, H_kv, T_k, d_h)`` twice and ``(B, T_k)``.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        num_heads: int,
+        head_dim: int,
+        window: int,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
+        for name, value in (
+            ("batch_size", batch_size),
+            ("num_heads", num_heads),
+            ("head_dim", head_dim),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        check_window(window)
+        if window is None:
+            raise ValueError("window must be an int >= 1 for a rolling cache, got None")
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+        shape = (batch_size, num_heads, window, head_dim)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)  # (B, H_kv, W, d_h)
+        self.values = torch.zeros_like(self.keys)  # (B, H_kv, W, d_h)
+        self.key_padding = torch.ones(
+            batch_size, window, dtype=torch.bool, device=device
+        )  # (B, W), True = real token
+        self.window = window
+        self.length = 0  # tokens seen so far
+        self.held = 0  # tokens held: min(length, window)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the key and value storage: fixed at the window."""
+        return self.keys.nbytes + self.values.nbytes
+
+    def reset(self) -> None:
+        """Forget every token, to start a new sequence; the storage is kept."""
+        self.length = self.held = 0
+        self.key_padding.fill_(True)
+
+    def _check_new(self, keys, values, padding_mask) -> None:
+        """Raise a clear error for new keys, values or padding that do not fit."""
+        batch, heads, _, head_dim = self.keys.shape
+        for name, tensor in (("keys", keys), ("values", values)):
+            if not isinstance(tensor, torch.Tensor) or tensor.dim() != 4:
+                raise TypeError(f"{name} must be a (B, H_kv, T, d_h) torch.Tensor")
+            if (tensor.shape[0], tensor.shape[1], tensor.shape[3]) != (
+                batch, heads, head_dim
+            ):
+                raise ValueError(
+                    f"{name} must have shape (B, H_kv, T, d_h) = "
+                    f"({batch}, {heads}, T, {head_dim}), got {tuple(tensor.shape)}"
+                )
+            if tensor.dtype != self.keys.dtype or tensor.device != self.keys.device:
+                raise TypeError(
+                    f"{name} must be {self.keys.dtype} on {self.keys.device} like the "
+                    f"cache, got {tensor.dtype} on {tensor.device}"
+                )
+        expected = (batch, keys.shape[2])
+        if padding_mask is not None and (
+            not isinstance(padding_mask, torch.Tensor)
+            or padding_mask.dtype != torch.bool
+            or tuple(padding_mask.shape) != expected
+        ):
+            got = getattr(padding_mask, "shape", type(padding_mask).__name__)
+            raise ValueError(
+                f"padding_mask must be a bool tensor of shape (B, T) = {expected} "
+                f"or None, got {got}"
+            )
+
+    # --8<-- [start:append]
+    def append(self, keys, values, padding_mask=None):
+        """Return the held and new keys, values and padding flags; keep the last
+        ``window`` of them."""
+        self._check_new(keys, values, padding_mask)
+        batch, num_new = keys.shape[0], keys.shape[2]
+        if padding_mask is None:
+            padding_mask = torch.ones(
+                batch, num_new, dtype=torch.bool, device=keys.device
+            )  # (B, T)
+        held = self.held
+        keys = torch.cat((self.keys[:, :, :held], keys), dim=2)  # (B, H_kv, T_k, d_h)
+        values = torch.cat((self.values[:, :, :held], values), dim=2)  # same
+        padding = torch.cat((self.key_padding[:, :held], padding_mask), 1)  # (B, T_k)
+        keep = min(self.window, keys.shape[2])  # the last W tokens stay
+        self.keys[:, :, :keep] = keys[:, :, -keep:]  # (B, H_kv, keep, d_h)
+        self.values[:, :, :keep] = values[:, :, -keep:]  # (B, H_kv, keep, d_h)
+        self.key_padding[:, :keep] = padding[:, -keep:]  # (B, keep)
+        self.held = keep
+        self.length += num_new
+        return keys, values, padding
+    # --8<-- [end:append]

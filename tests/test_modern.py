@@ -1,0 +1,187 @@
+"""ModernAttention on its own: its two paths, its caches, padding, the future, errors.
+
+(Its equality with transformers' layers is in test_modern_reference.py.)
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from llm_attention.kv_cache import KVCache
+from llm_attention.modern import ModernAttention
+from llm_attention.multihead import MultiHeadAttention
+from llm_attention.sliding_window import RollingKVCache
+
+TOL = dict(atol=1e-5, rtol=1e-5)  # float32 outputs
+GTOL = dict(atol=1e-4, rtol=1e-4)  # float32 gradients
+VARIANTS = {
+    "gqa+rope": dict(),
+    "mqa": dict(num_kv_heads=1),
+    "window": dict(window=3),
+    "qk-norm": dict(qk_norm=True, head_dim=6),
+    "all": dict(window=2, qk_norm=True, qkv_bias=True, out_bias=True),
+}
+
+
+def make(name, seed=0, *, fast_path=False, dropout=0.0):
+    options = dict(num_kv_heads=2)
+    options.update(VARIANTS[name])
+    torch.manual_seed(seed)
+    module = ModernAttention(16, 16, 12, dropout, 4, fast_path=fast_path, **options)
+    with torch.no_grad():
+        for p_name, p in module.named_parameters():
+            p.normal_(1.0 if "norm" in p_name else 0.0, 0.4)
+    return module
+
+
+def padding():
+    pad = torch.ones(3, 9, dtype=torch.bool)
+    pad[1, :4] = False  # left padding
+    pad[2, :] = False  # a row of padding only: no query has a key
+    return pad
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("padded", [False, True])
+def test_paths_agree_in_values_and_gradients(name, padded):
+    explicit, fast = make(name), make(name, fast_path=True)
+    x = torch.randn(3, 9, 16)
+    pad = padding() if padded else None
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out1, out2 = explicit(x1, pad), fast(x2, pad)
+    assert not out1.isnan().any() and not out2.isnan().any()
+    torch.testing.assert_close(out1, out2, **TOL)
+    grad = torch.randn_like(out1)
+    out1.backward(grad)
+    out2.backward(grad)
+    torch.testing.assert_close(x1.grad, x2.grad, **GTOL)
+    for (p_name, p1), p2 in zip(explicit.named_parameters(), fast.parameters()):
+        assert not p1.grad.isnan().any(), p_name
+        torch.testing.assert_close(p1.grad, p2.grad, **GTOL, msg=p_name)
+
+
+@pytest.mark.parametrize("fast_path", [False, True])
+def test_fully_padded_rows_give_the_output_bias(fast_path):
+    module = make("all", fast_path=fast_path)
+    out = module(torch.randn(3, 9, 16), padding())
+    assert not out.isnan().any()
+    torch.testing.assert_close(out[2], module.out_proj.bias.expand(9, -1))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("fast_path", [False, True])
+@pytest.mark.parametrize("cache_kind", ["made", "full"])
+def test_cached_decoding_equals_the_whole_sequence(name, fast_path, cache_kind):
+    """The prompt at once, then one token at a time: the outputs of one full pass.
+    ``made`` is make_cache (rolling with a window); ``full`` a KVCache in every case."""
+    module = make(name, fast_path=fast_path)
+    x, pad = torch.randn(3, 9, 16), padding()
+    pad[2, 5:] = True  # the third row: padding, then real tokens
+    full = module(x, pad)
+    if cache_kind == "made":
+        cache = module.make_cache(3)
+    else:
+        cache = KVCache(3, module.num_kv_heads, module.head_dim, 12)
+    outs = [module(x[:, :4], pad[:, :4], cache=cache)]
+    outs += [module(x[:, i : i + 1], pad[:, i : i + 1], cache=cache) for i in range(4, 9)]
+    torch.testing.assert_close(torch.cat(outs, dim=1), full, **TOL)
+    if cache_kind == "made" and module.window is not None:
+        assert isinstance(cache, RollingKVCache) and cache.keys.shape[2] == module.window
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("fast_path", [False, True])
+def test_the_future_changes_nothing_before_it(name, fast_path):
+    module = make(name, fast_path=fast_path)
+    x = torch.randn(2, 9, 16)
+    changed = x.clone()
+    changed[:, 5:] = torch.randn(2, 4, 16)
+    torch.testing.assert_close(module(changed)[:, :5], module(x)[:, :5], **TOL)
+    assert not torch.allclose(module(changed)[:, 5:], module(x)[:, 5:])
+
+
+def test_window_hides_keys_too_far_back():
+    """With window w, the output at t does not move when a token w or more back
+    changes, and does when a token w - 1 back changes."""
+    module = make("window")  # window 3
+    x = torch.randn(1, 9, 16)
+    far, near = x.clone(), x.clone()
+    far[0, 5] += 1.0  # 3 back from position 8
+    near[0, 6] += 1.0  # 2 back
+    torch.testing.assert_close(module(far)[0, 8], module(x)[0, 8])
+    assert not torch.allclose(module(near)[0, 8], module(x)[0, 8])
+
+
+def test_dropout_only_in_training():
+    module = make("gqa+rope", dropout=0.5).eval()
+    x = torch.randn(2, 9, 16)
+    torch.testing.assert_close(module(x), module(x))
+    module.train()
+    assert not torch.allclose(module(x), module(x))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(num_kv_heads=3), ValueError, "num_kv_heads must divide num_heads.*num_heads=4, num_kv_heads=3"),
+        (dict(num_kv_heads=0), ValueError, "num_kv_heads must be a positive int, got 0"),
+        (dict(window=0), ValueError, "window must be at least 1.*got 0"),
+        (dict(window=2.0), TypeError, "window must be an int >= 1 or None"),
+        (dict(head_dim=5), ValueError, "head_dim must be even.*head_dim=5"),
+        (dict(d_out=18), ValueError, "num_heads must divide d_out"),
+        (dict(head_dim=0), ValueError, "head_dim must be a positive int, got 0"),
+        (dict(rope_base=0.5), ValueError, "base must be a number greater than 1"),
+        (dict(qk_norm=1), TypeError, "qk_norm must be True or False"),
+        (dict(out_bias=None), TypeError, "out_bias must be True or False"),
+        (dict(norm_eps=0.0), ValueError, "norm_eps must be positive"),
+        (dict(dropout=1.5), ValueError, r"dropout must be a float in \[0, 1\)"),
+        (dict(context_length=0), ValueError, "context_length must be a positive int, got 0"),
+    ],
+)
+def test_bad_arguments(kwargs, error, message):
+    args = dict(d_in=16, d_out=16, context_length=8, dropout=0.0, num_heads=4,
+                num_kv_heads=2)
+    args.update(kwargs)
+    with pytest.raises(error, match=message):
+        ModernAttention(**args)
+
+
+def test_bad_inputs_and_caches():
+    module = ModernAttention(16, 16, 8, 0.0, 4, 2, window=4)
+    with pytest.raises(ValueError, match="9 tokens, more than context_length=8"):
+        module(torch.randn(1, 9, 16))
+    with pytest.raises(TypeError, match="x must hold floating-point numbers"):
+        module(torch.ones(1, 3, 16, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"padding_mask must have shape \(B, T\) = \(1, 3\)"):
+        module(torch.randn(1, 3, 16), torch.ones(1, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="cache must hold num_kv_heads=2 heads of width head_dim=4, got 4 heads"):
+        module(torch.randn(1, 3, 16), cache=KVCache(1, 4, 4, 8))
+    cache = module.make_cache(1)  # rolling: never full, but positions end at 8
+    module(torch.randn(1, 6, 16), cache=cache)
+    with pytest.raises(ValueError, match=r"positions 6\.\.8 go beyond context_length=8"):
+        module(torch.randn(1, 3, 16), cache=cache)
+    assert cache.length == 6  # a refused call changes nothing
+
+
+def test_equals_multihead_attention_when_the_rotation_is_off():
+    """num_kv_heads == num_heads and every position at 0 (cos 1, sin 0): the layer is
+    MultiHeadAttention, so the projections and the heads line up."""
+    module = ModernAttention(16, 16, 8, 0.0, 4, 4, out_bias=True)
+    module.rope.cos.fill_(1.0)
+    module.rope.sin.fill_(0.0)
+    mha = MultiHeadAttention(16, 16, 8, 0.0, 4)
+    mha.load_state_dict(module.state_dict())
+    x = torch.randn(2, 7, 16)
+    torch.testing.assert_close(module(x), mha(x), **TOL)
+
+
+def test_paths_agree_in_bfloat16():
+    """bfloat16 keeps 8 significant bits; the two paths round at different steps."""
+    explicit, fast = make("all").to(torch.bfloat16), make("all", fast_path=True)
+    fast = fast.to(torch.bfloat16)
+    x = torch.randn(3, 9, 16, dtype=torch.bfloat16)
+    out1, out2 = explicit(x, padding()), fast(x, padding())
+    assert out1.dtype == out2.dtype == torch.bfloat16 and not out1.isnan().any()
+    scale = out1.float().abs().max()
+    assert (out1.float() - out2.float()).abs().max() <= 4 * 2.0**-8 * scale

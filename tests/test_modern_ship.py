@@ -1,0 +1,91 @@
+"""ModernAttention is fit to ship: it trains the same under DistributedDataParallel
+(2 CPU processes, gloo) as in one process on the whole batch, and it runs under
+torch.compile with the eager outputs.
+
+Both are kept short: a tiny layer, three optimiser steps, and the "aot_eager" compile
+backend, which traces the module as Inductor would without building C++ kernels.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel
+
+from llm_attention.modern import ModernAttention
+
+STEPS, WORLD = 3, 2
+
+
+def build():
+    torch.manual_seed(0)
+    return ModernAttention(16, 16, 8, 0.0, 4, 2, window=3, qk_norm=True)
+
+
+def batch():
+    gen = torch.Generator().manual_seed(1)
+    return torch.randn(4, 8, 16, generator=gen), torch.randn(4, 8, 16, generator=gen)
+
+
+def train(module, x, target):
+    optimiser = torch.optim.SGD(module.parameters(), lr=0.1)
+    for _ in range(STEPS):
+        optimiser.zero_grad()
+        loss = ((module(x) - target) ** 2).mean()
+        loss.backward()
+        optimiser.step()
+
+
+def _worker(rank, port, result_path):
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
+    )
+    try:
+        torch.set_num_threads(1)
+        model = DistributedDataParallel(build())
+        x, target = batch()
+        half = x.shape[0] // WORLD  # each process takes its half of the batch
+        part = slice(rank * half, (rank + 1) * half)
+        train(model, x[part], target[part])
+        if rank == 0:
+            torch.save(model.module.state_dict(), result_path)
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
+def test_ddp_over_two_processes_equals_one_process(tmp_path):
+    result = tmp_path / "ddp.pt"
+    mp.start_processes(  # spawn, not fork: a forked OpenMP runtime can hang
+        _worker, args=(free_port(), str(result)), nprocs=WORLD, start_method="spawn"
+    )
+    single = build()
+    train(single, *batch())  # the mean loss over the whole batch: DDP averages halves
+    trained = torch.load(result)
+    assert trained.keys() == single.state_dict().keys()
+    for name, value in single.state_dict().items():
+        assert not torch.equal(value, build().state_dict()[name]) or "norm" in name
+        torch.testing.assert_close(trained[name], value, atol=1e-6, rtol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+def test_compiled_matches_eager(fast_path):
+    module = build().eval()
+    module.fast_path = fast_path
+    x, _ = batch()
+    pad = torch.ones(4, 8, dtype=torch.bool)
+    pad[1, :3] = False
+    compiled = torch.compile(module, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), module(x), atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(compiled(x, pad), module(x, pad), atol=1e-6, rtol=1e-5)
