@@ -138,6 +138,57 @@ def heatmap(
     return fig
 
 
+def bars(
+    values: torch.Tensor,
+    labels: Sequence[str],
+    *,
+    title: str = "",
+    ylabel: str = "",
+    fmt: str = "{:.2f}",
+    color: str = "tab:blue",
+    ax: plt.Axes | None = None,
+    weights: bool = False,
+) -> plt.Figure:
+    """Draw a 1-D tensor as labelled bars, each with its value written above it.
+
+    ``values`` has shape ``(n,)`` and ``labels`` ``n`` entries. With ``weights=True`` the
+    values must lie in ``[0, 1]`` and the axis runs over the fixed ``0..1``, recorded on the
+    figure like a heatmap's scale.
+    """
+    if not isinstance(values, torch.Tensor) or values.dim() != 1:
+        shape = getattr(values, "shape", type(values).__name__)
+        raise ValueError(f"values must be a 1-D tensor, got {shape}")
+    if len(labels) != values.numel():
+        raise ValueError(
+            f"labels must have {values.numel()} entries to match values, got {len(labels)}"
+        )
+    data = values.detach().to("cpu", torch.float32)
+    if weights and not bool(((data >= 0) & (data <= 1)).all()):
+        raise ValueError(f"weights must lie in [0, 1], got {data.tolist()}")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(0.6 * len(labels) + 1.6, 3.2))
+    else:
+        fig = ax.figure
+    ax.bar(range(len(labels)), data.numpy(), color=color)
+    ax.set_xticks(range(len(labels)), labels=list(labels), rotation=45, ha="right")
+    for j, value in enumerate(data.tolist()):
+        ax.annotate(fmt.format(value), (j, value), xytext=(0, 2), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=9)
+    ax.axhline(0, color=INK, linewidth=0.8)
+    if weights:
+        ax.set_ylim(0, 1.1)
+        scales = getattr(fig, "_attention_scales", [])
+        fig._attention_scales = [*scales, (0.0, 1.0)]
+    else:
+        ax.set_ylim(min(0.0, float(data.min())) * 1.15, max(0.0, float(data.max())) * 1.15)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
 def figure_scale(fig: plt.Figure) -> str | None:
     """The colour scale shared by the figure's heatmaps, as ``"low..high"``, or ``None``.
 
