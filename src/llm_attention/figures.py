@@ -189,6 +189,29 @@ def bars(
     return fig
 
 
+def pipeline(steps: Sequence[tuple[str, Sequence[int]]], *, direction: str = "TD") -> str:
+    """A mermaid flowchart of tensor steps, each box naming its step and its real shape.
+
+    ``steps`` holds ``(label, shape)`` pairs in order, shapes taken from the tensors a page
+    computed (``tensor.shape``). Returns a fenced ``mermaid`` block for a page to print.
+    """
+    if direction not in ("TD", "LR"):
+        raise ValueError(f"direction must be 'TD' or 'LR', got {direction!r}")
+    if not steps:
+        raise ValueError("steps must hold at least one (label, shape) pair, got none")
+    lines = ["```mermaid", f"flowchart {direction}"]
+    for i, step in enumerate(steps):
+        if len(step) != 2 or not all(isinstance(n, int) for n in step[1]):
+            raise ValueError(f"steps[{i}] must be a (label, shape) pair, got {step!r}")
+        label, shape = step
+        text = html.escape(str(label)).replace('"', "&quot;")
+        lines.append(f'    s{i}["{text}<br/><b>{tuple(shape)}</b>"]')
+        if i:
+            lines.append(f"    s{i - 1} --> s{i}")
+    lines.append("```")
+    return "\n".join(lines)
+
+
 def figure_scale(fig: plt.Figure) -> str | None:
     """The colour scale shared by the figure's heatmaps, as ``"low..high"``, or ``None``.
 
