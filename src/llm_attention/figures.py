@@ -1,19 +1,21 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 The llm-attention authors
-"""Figures for the site, drawn with matplotlib from the tensors a page has just computed.
+"""Figures for the site, drawn with matplotlib from the tensors a page has just
+computed.
 
-A page prints ``to_html(fig, alt=...)``; the build inserts the printed HTML. The figure is drawn
-once on a transparent background and published in two variants, one per palette (dark text for
-the light palette, light text for the dark one); the site's stylesheet shows the one that fits.
-Each variant is an SVG inlined as a data URI, so the printed HTML works anywhere; the site's
-build hook (``hooks/figures.py``) moves each SVG into a file of its own, loaded lazily and
-linked for viewing at full size. ``row(...)`` puts several figures side by side, wrapping them
-onto separate lines on a narrow screen. Not a model module: it needs matplotlib.
+A page prints ``to_html(fig, alt=...)``; the build inserts the printed HTML. The figure
+is drawn once on a transparent background and published in two variants, one per palette
+(dark text for the light palette, light text for the dark one); the site's stylesheet
+shows the one that fits. Each variant is an SVG inlined as a data URI, so the printed
+HTML works anywhere; the site's build hook (``hooks/figures.py``) moves each SVG into a
+file of its own, loaded lazily and linked for viewing at full size. ``row(...)`` puts
+several figures side by side, wrapping them onto separate lines on a narrow screen. Not
+a model module: it needs matplotlib.
 
-Attention weights lie between 0 and 1, and ``heatmap`` draws any matrix whose values all lie
-there on the fixed 0..1 colour scale, so two figures of weights can be compared by eye. The
-figure records its scale, and ``to_html`` writes it into a ``data-scale`` attribute (a test
-of the built site checks every figure of weights against it).
+Attention weights lie between 0 and 1, and ``heatmap`` draws any matrix whose values all
+lie there on the fixed 0..1 colour scale, so two figures of weights can be compared by
+eye. The figure records its scale, and ``to_html`` writes it into a ``data-scale``
+attribute (a test of the built site checks every figure of weights against it).
 """
 
 from __future__ import annotations
@@ -31,30 +33,33 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 # Text and axes are drawn in INK, a near-black no figure uses for anything else, so the
-# dark-palette variant can swap it for a light grey without touching the cells' own colours.
+# dark-palette variant can swap it for a light grey without touching the cells' own
+# colours.
 INK = "#010101"
 DARK_INK = "#d6d6d6"
-plt.rcParams.update({
-    "svg.fonttype": "none",
-    "figure.dpi": 100,
-    "text.color": INK,
-    "axes.labelcolor": INK,
-    "axes.edgecolor": INK,
-    "axes.titlecolor": INK,
-    "xtick.color": INK,
-    "ytick.color": INK,
-    "xtick.labelcolor": INK,
-    "ytick.labelcolor": INK,
-    "legend.labelcolor": INK,
-    "legend.framealpha": 0.0,
-    "axes.facecolor": "none",
-    "figure.facecolor": "none",
-    "savefig.facecolor": "none",
-    "font.size": 11,
-})
+plt.rcParams.update(
+    {
+        "svg.fonttype": "none",
+        "figure.dpi": 100,
+        "text.color": INK,
+        "axes.labelcolor": INK,
+        "axes.edgecolor": INK,
+        "axes.titlecolor": INK,
+        "xtick.color": INK,
+        "ytick.color": INK,
+        "xtick.labelcolor": INK,
+        "ytick.labelcolor": INK,
+        "legend.labelcolor": INK,
+        "legend.framealpha": 0.0,
+        "axes.facecolor": "none",
+        "figure.facecolor": "none",
+        "savefig.facecolor": "none",
+        "font.size": 11,
+    }
+)
 
-# Colours of the numbers written in the cells: near-black on light cells, white on dark ones.
-# Neither is INK, so the cells read the same in both palettes.
+# Colours of the numbers written in the cells: near-black on light cells, white on dark
+# ones. Neither is INK, so the cells read the same in both palettes.
 _CELL_DARK_TEXT = "#1a1a1a"
 _CELL_LIGHT_TEXT = "#ffffff"
 
@@ -80,10 +85,10 @@ def heatmap(
 ) -> plt.Figure:
     """Draw a 2-D tensor as a labelled heatmap, each cell annotated with its value.
 
-    ``matrix`` has shape ``(rows, cols)``; labels, when given, must match those sizes. When
-    neither ``vmin`` nor ``vmax`` is given and every finite value lies in ``[0, 1]`` (attention
-    weights, a mask), the colour scale is the fixed ``0..1``; otherwise it spans the values.
-    The scale used is recorded on the figure for ``to_html``.
+    ``matrix`` has shape ``(rows, cols)``; labels, when given, must match those sizes.
+    When neither ``vmin`` nor ``vmax`` is given and every finite value lies in ``[0,
+    1]`` (attention weights, a mask), the colour scale is the fixed ``0..1``; otherwise
+    it spans the values. The scale used is recorded on the figure for ``to_html``.
     """
     if not isinstance(matrix, torch.Tensor) or matrix.dim() != 2:
         shape = getattr(matrix, "shape", type(matrix).__name__)
@@ -96,14 +101,20 @@ def heatmap(
     ):
         if labels is not None and len(labels) != size:
             raise ValueError(
-                f"{name} must have {size} entries to match the matrix, got {len(labels)}"
+                f"{name} must have {size} entries to match the matrix, "
+                f"got {len(labels)}"
             )
     if ax is None:
         fig, ax = plt.subplots(figsize=(0.62 * cols + 2.0, 0.5 * rows + 1.5))
     else:
         fig = ax.figure
     finite = values[torch.isfinite(values)]
-    if vmin is None and vmax is None and finite.numel() and 0 <= finite.min() <= finite.max() <= 1:
+    if (
+        vmin is None
+        and vmax is None
+        and finite.numel()
+        and 0 <= finite.min() <= finite.max() <= 1
+    ):
         low, high = 0.0, 1.0
     else:
         low = float(finite.min()) if vmin is None and finite.numel() else vmin
@@ -151,16 +162,17 @@ def bars(
 ) -> plt.Figure:
     """Draw a 1-D tensor as labelled bars, each with its value written above it.
 
-    ``values`` has shape ``(n,)`` and ``labels`` ``n`` entries. With ``weights=True`` the
-    values must lie in ``[0, 1]`` and the axis runs over the fixed ``0..1``, recorded on the
-    figure like a heatmap's scale.
+    ``values`` has shape ``(n,)`` and ``labels`` ``n`` entries. With ``weights=True``
+    the values must lie in ``[0, 1]`` and the axis runs over the fixed ``0..1``,
+    recorded on the figure like a heatmap's scale.
     """
     if not isinstance(values, torch.Tensor) or values.dim() != 1:
         shape = getattr(values, "shape", type(values).__name__)
         raise ValueError(f"values must be a 1-D tensor, got {shape}")
     if len(labels) != values.numel():
         raise ValueError(
-            f"labels must have {values.numel()} entries to match values, got {len(labels)}"
+            f"labels must have {values.numel()} entries to match values, "
+            f"got {len(labels)}"
         )
     data = values.detach().to("cpu", torch.float32)
     if weights and not bool(((data >= 0) & (data <= 1)).all()):
@@ -172,15 +184,24 @@ def bars(
     ax.bar(range(len(labels)), data.numpy(), color=color)
     ax.set_xticks(range(len(labels)), labels=list(labels), rotation=45, ha="right")
     for j, value in enumerate(data.tolist()):
-        ax.annotate(fmt.format(value), (j, value), xytext=(0, 2), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=9)
+        ax.annotate(
+            fmt.format(value),
+            (j, value),
+            xytext=(0, 2),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
     ax.axhline(0, color=INK, linewidth=0.8)
     if weights:
         ax.set_ylim(0, 1.1)
         scales = getattr(fig, "_attention_scales", [])
         fig._attention_scales = [*scales, (0.0, 1.0)]
     else:
-        ax.set_ylim(min(0.0, float(data.min())) * 1.15, max(0.0, float(data.max())) * 1.15)
+        ax.set_ylim(
+            min(0.0, float(data.min())) * 1.15, max(0.0, float(data.max())) * 1.15
+        )
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_ylabel(ylabel)
     if title:
@@ -189,11 +210,14 @@ def bars(
     return fig
 
 
-def pipeline(steps: Sequence[tuple[str, Sequence[int]]], *, direction: str = "TD") -> str:
+def pipeline(
+    steps: Sequence[tuple[str, Sequence[int]]], *, direction: str = "TD"
+) -> str:
     """A mermaid flowchart of tensor steps, each box naming its step and its real shape.
 
-    ``steps`` holds ``(label, shape)`` pairs in order, shapes taken from the tensors a page
-    computed (``tensor.shape``). Returns a fenced ``mermaid`` block for a page to print.
+    ``steps`` holds ``(label, shape)`` pairs in order, shapes taken from the tensors a
+    page computed (``tensor.shape``). Returns a fenced ``mermaid`` block for a page to
+    print.
     """
     if direction not in ("TD", "LR"):
         raise ValueError(f"direction must be 'TD' or 'LR', got {direction!r}")
@@ -213,15 +237,18 @@ def pipeline(steps: Sequence[tuple[str, Sequence[int]]], *, direction: str = "TD
 
 
 def figure_scale(fig: plt.Figure) -> str | None:
-    """The colour scale shared by the figure's heatmaps, as ``"low..high"``, or ``None``.
+    """The colour scale shared by the figure's heatmaps, as ``"low..high"``, or
+    ``None``.
 
-    Raises ``ValueError`` when panels of the figure were drawn on different scales: cells of
-    the same colour would then mean different numbers.
+    Raises ``ValueError`` when panels of the figure were drawn on different scales:
+    cells of the same colour would then mean different numbers.
     """
     scales = set(getattr(fig, "_attention_scales", []))
     if len(scales) > 1:
         listed = ", ".join(sorted(_scale_label(*s) for s in scales))
-        raise ValueError(f"the panels of one figure must share a colour scale, got {listed}")
+        raise ValueError(
+            f"the panels of one figure must share a colour scale, got {listed}"
+        )
     return _scale_label(*scales.pop()) if scales else None
 
 
@@ -232,14 +259,17 @@ def _svg(fig: plt.Figure) -> str:
 
 
 def _data_uri(svg: str) -> str:
-    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode(
+        "ascii"
+    )
 
 
 def to_html(fig: plt.Figure, alt: str) -> str:
-    """Render a figure as two linked ``<img>`` tags, one per palette, then close the figure.
+    """Render a figure as two linked ``<img>`` tags, one per palette, then close the
+    figure.
 
-    ``alt`` describes the figure for readers who cannot see it; it is required. The tags carry
-    the figure's colour scale in ``data-scale`` when it holds heatmaps.
+    ``alt`` describes the figure for readers who cannot see it; it is required. The tags
+    carry the figure's colour scale in ``data-scale`` when it holds heatmaps.
     """
     if not isinstance(alt, str) or not alt:
         raise ValueError(f"alt must describe the figure, got {alt!r}")
@@ -260,8 +290,12 @@ def to_html(fig: plt.Figure, alt: str) -> str:
 
 
 def row(*figures: str) -> str:
-    """Put figures from ``to_html`` side by side; on a narrow screen they wrap one per line."""
-    if not figures or not all(isinstance(f, str) and "figure-pair" in f for f in figures):
+    """Put figures from ``to_html`` side by side; on a narrow screen they wrap one per
+    line.
+    """
+    if not figures or not all(
+        isinstance(f, str) and "figure-pair" in f for f in figures
+    ):
         raise ValueError(
             "row needs one or more figures made by to_html, "
             f"got {[type(f).__name__ for f in figures]}"
