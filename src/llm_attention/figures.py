@@ -25,12 +25,8 @@ import html
 import io
 from collections.abc import Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import torch
 
 # Text and axes are drawn in INK, a near-black no figure uses for anything else, so the
 # dark-palette variant can swap it for a light grey without touching the cells' own
@@ -51,9 +47,6 @@ plt.rcParams.update(
         "ytick.labelcolor": INK,
         "legend.labelcolor": INK,
         "legend.framealpha": 0.0,
-        "axes.facecolor": "none",
-        "figure.facecolor": "none",
-        "savefig.facecolor": "none",
         "font.size": 11,
     }
 )
