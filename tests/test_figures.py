@@ -3,24 +3,75 @@
 from __future__ import annotations
 
 import base64
+import re
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from llm_attention.figures import heatmap, to_html
+from llm_attention.figures import (
+    DARK_INK,
+    INK,
+    figure_scale,
+    heatmap,
+    pipeline,
+    row,
+    to_html,
+)
 
 
-def test_heatmap_renders_an_svg_image_tag_with_the_labels():
-    fig = heatmap(torch.eye(2), ["a", "b"], ["c", "d"], title="t")
-    tag = to_html(fig, alt="two by two")
-    assert tag.startswith('<img class="figure" alt="two by two" src="data:image/svg+xml;base64,')
-    svg = base64.b64decode(tag.split("base64,", 1)[1].rstrip('">')).decode()
-    assert "<svg" in svg and ">c<" in svg and ">d<" in svg
+def _svgs(tag: str) -> list[str]:
+    return [base64.b64decode(d).decode() for d in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', tag)]
+
+
+def test_heatmap_renders_a_light_and_a_dark_svg_with_the_labels():
+    tag = to_html(heatmap(torch.eye(2), ["a", "b"], ["c", "d"], title="t"), alt="two by two")
+    light, dark = _svgs(tag)
+    assert 'class="figure-link figure-light"' in tag and 'class="figure-link figure-dark"' in tag
+    assert tag.count('alt="two by two"') == 2
+    for svg in (light, dark):
+        assert "<svg" in svg and ">c<" in svg and ">d<" in svg
+    assert INK in light and DARK_INK not in light
+    assert DARK_INK in dark and INK not in dark
+
+
+def test_figure_background_is_transparent():
+    light = _svgs(to_html(heatmap(torch.eye(2)), alt="eye"))[0]
+    patch = re.search(r'<g id="patch_1">\s*<path d="[^"]*"\s*style="([^"]*)"', light)
+    assert patch is not None and "fill: none" in patch.group(1)
+
+
+def test_weights_are_drawn_on_the_fixed_zero_to_one_scale():
+    weights = torch.softmax(torch.tensor([[0.0, 0.1], [0.2, 0.0]]), dim=-1)
+    assert weights.max() < 0.6  # the data alone would span far less than 0..1
+    fig = heatmap(weights)
+    assert figure_scale(fig) == "0..1"
+    assert fig.axes[0].images[0].get_clim() == (0.0, 1.0)
+    assert to_html(fig, alt="w").count('data-scale="0..1"') == 2
+
+
+def test_values_outside_zero_one_span_their_own_range():
+    scores = torch.tensor([[-2.0, 3.0], [float("-inf"), 1.0]])
+    assert figure_scale(heatmap(scores)) == "-2..3"
+
+
+def test_panels_on_different_scales_are_refused():
+    fig, (left, right) = plt.subplots(1, 2)
+    heatmap(torch.eye(2) * 0.5, ax=left)
+    heatmap(torch.eye(2) * 5.0, ax=right)
+    with pytest.raises(ValueError, match="share a colour scale, got 0..1, 0..5"):
+        to_html(fig, alt="two panels")
+    plt.close(fig)
 
 
 def test_heatmap_handles_minus_infinity():
     masked = torch.tensor([[0.0, float("-inf")], [1.0, 2.0]])
-    assert "<svg" in base64.b64decode(to_html(heatmap(masked), alt="masked").split("base64,")[1][:-2]).decode()
+    assert "<svg" in _svgs(to_html(heatmap(masked), alt="masked"))[0]
+
+
+def test_heatmap_rejects_a_matrix_that_is_not_2d():
+    with pytest.raises(ValueError, match=r"matrix must be a 2-D tensor, got torch.Size\(\[3\]\)"):
+        heatmap(torch.ones(3))
 
 
 def test_heatmap_rejects_labels_of_the_wrong_length():
@@ -29,5 +80,31 @@ def test_heatmap_rejects_labels_of_the_wrong_length():
 
 
 def test_to_html_requires_alt_text():
-    with pytest.raises(ValueError, match="alt"):
+    with pytest.raises(ValueError, match="alt must describe the figure, got ''"):
         to_html(heatmap(torch.eye(2)), alt="")
+
+
+def test_row_wraps_figures_and_refuses_anything_else():
+    one = to_html(heatmap(torch.eye(2)), alt="one")
+    assert row(one, one).startswith('<div class="figure-row">')
+    with pytest.raises(ValueError, match="row needs one or more figures made by to_html"):
+        row("<p>not a figure</p>")
+
+
+def test_pipeline_draws_each_step_with_its_shape_in_order():
+    x = torch.zeros(2, 6, 3)
+    text = pipeline([("x", x.shape), ("x.transpose(1, 2)", x.transpose(1, 2).shape)])
+    lines = text.splitlines()
+    assert lines[0] == "```mermaid" and lines[-1] == "```"
+    assert '    s0["x<br/><b>(2, 6, 3)</b>"]' in lines
+    assert '    s1["x.transpose(1, 2)<br/><b>(2, 3, 6)</b>"]' in lines
+    assert "    s0 --> s1" in lines
+
+
+def test_pipeline_rejects_bad_steps():
+    with pytest.raises(ValueError, match="direction must be 'TD' or 'LR', got 'up'"):
+        pipeline([("x", (1,))], direction="up")
+    with pytest.raises(ValueError, match=r"steps\[0\] must be a \(label, shape\) pair"):
+        pipeline([("x", "shape")])
+    with pytest.raises(ValueError, match="at least one"):
+        pipeline([])

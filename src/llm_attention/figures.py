@@ -1,9 +1,21 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 The llm-attention authors
-"""Figures for the site, drawn with matplotlib from the tensors a page has just computed.
+"""Figures for the site, drawn with matplotlib from the tensors a page has just
+computed.
 
-A page prints ``to_html(fig)``; the build inserts the printed ``<img>`` (an SVG inlined as a
-data URI, so figures need no files and no network). Not a model module: it needs matplotlib.
+A page prints ``to_html(fig, alt=...)``; the build inserts the printed HTML. The figure
+is drawn once on a transparent background and published in two variants, one per palette
+(dark text for the light palette, light text for the dark one); the site's stylesheet
+shows the one that fits. Each variant is an SVG inlined as a data URI, so the printed
+HTML works anywhere; the site's build hook (``hooks/figures.py``) moves each SVG into a
+file of its own, loaded lazily and linked for viewing at full size. ``row(...)`` puts
+several figures side by side, wrapping them onto separate lines on a narrow screen. Not
+a model module: it needs matplotlib.
+
+Attention weights lie between 0 and 1, and ``heatmap`` draws any matrix whose values all
+lie there on the fixed 0..1 colour scale, so two figures of weights can be compared by
+eye. The figure records its scale, and ``to_html`` writes it into a ``data-scale``
+attribute (a test of the built site checks every figure of weights against it).
 """
 
 from __future__ import annotations
@@ -16,7 +28,38 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-plt.rcParams.update({"svg.fonttype": "none", "figure.dpi": 100})
+# Text and axes are drawn in INK, a near-black no figure uses for anything else, so the
+# dark-palette variant can swap it for a light grey without touching the cells' own
+# colours.
+INK = "#010101"
+DARK_INK = "#d6d6d6"
+plt.rcParams.update(
+    {
+        "svg.fonttype": "none",
+        "figure.dpi": 100,
+        "text.color": INK,
+        "axes.labelcolor": INK,
+        "axes.edgecolor": INK,
+        "axes.titlecolor": INK,
+        "xtick.color": INK,
+        "ytick.color": INK,
+        "xtick.labelcolor": INK,
+        "ytick.labelcolor": INK,
+        "legend.labelcolor": INK,
+        "legend.framealpha": 0.0,
+        "font.size": 11,
+    }
+)
+
+# Colours of the numbers written in the cells: near-black on light cells, white on dark
+# ones. Neither is INK, so the cells read the same in both palettes.
+_CELL_DARK_TEXT = "#1a1a1a"
+_CELL_LIGHT_TEXT = "#ffffff"
+
+
+def _scale_label(low: float, high: float) -> str:
+    return f"{low:g}..{high:g}"
+
 
 def heatmap(
     matrix: torch.Tensor,
@@ -36,49 +79,218 @@ def heatmap(
     """Draw a 2-D tensor as a labelled heatmap, each cell annotated with its value.
 
     ``matrix`` has shape ``(rows, cols)``; labels, when given, must match those sizes.
+    When neither ``vmin`` nor ``vmax`` is given and every finite value lies in ``[0,
+    1]`` (attention weights, a mask), the colour scale is the fixed ``0..1``; otherwise
+    it spans the values. The scale used is recorded on the figure for ``to_html``.
     """
     if not isinstance(matrix, torch.Tensor) or matrix.dim() != 2:
-        raise ValueError(f"matrix must be a 2-D tensor, got {getattr(matrix, 'shape', type(matrix).__name__)}")
+        shape = getattr(matrix, "shape", type(matrix).__name__)
+        raise ValueError(f"matrix must be a 2-D tensor, got {shape}")
     values = matrix.detach().to("cpu", torch.float32)
     rows, cols = values.shape
-    for name, labels, size in (("row_labels", row_labels, rows), ("col_labels", col_labels, cols)):
+    for name, labels, size in (
+        ("row_labels", row_labels, rows),
+        ("col_labels", col_labels, cols),
+    ):
         if labels is not None and len(labels) != size:
-            raise ValueError(f"{name} must have {size} entries to match the matrix, got {len(labels)}")
+            raise ValueError(
+                f"{name} must have {size} entries to match the matrix, "
+                f"got {len(labels)}"
+            )
     if ax is None:
-        fig, ax = plt.subplots(figsize=(0.75 * cols + 2.2, 0.6 * rows + 1.6))
+        fig, ax = plt.subplots(figsize=(0.62 * cols + 2.0, 0.5 * rows + 1.5))
     else:
         fig = ax.figure
     finite = values[torch.isfinite(values)]
-    low = float(finite.min()) if vmin is None and finite.numel() else vmin
-    high = float(finite.max()) if vmax is None and finite.numel() else vmax
+    if (
+        vmin is None
+        and vmax is None
+        and finite.numel()
+        and 0 <= finite.min() <= finite.max() <= 1
+    ):
+        low, high = 0.0, 1.0
+    else:
+        low = float(finite.min()) if vmin is None and finite.numel() else vmin
+        high = float(finite.max()) if vmax is None and finite.numel() else vmax
     image = ax.imshow(values.numpy(), cmap=cmap, vmin=low, vmax=high)
-    ax.set_xticks(range(cols), labels=list(col_labels) if col_labels else range(cols), rotation=45, ha="right")
+    ax.set_xticks(
+        range(cols),
+        labels=list(col_labels) if col_labels else range(cols),
+        rotation=45,
+        ha="right",
+    )
     ax.set_yticks(range(rows), labels=list(row_labels) if row_labels else range(rows))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=11)
     if annotate:
         middle = (low + high) / 2 if low is not None and high is not None else 0.0
         for i in range(rows):
             for j in range(cols):
                 value = float(values[i, j])
-                text = fmt.format(value) if torch.isfinite(values[i, j]) else str(value)
-                color = "white" if torch.isfinite(values[i, j]) and value > middle else "black"
-                ax.text(j, i, text, ha="center", va="center", fontsize=8, color=color)
+                finite_cell = bool(torch.isfinite(values[i, j]))
+                text = fmt.format(value) if finite_cell else str(value)
+                dark_cell = finite_cell and value > middle
+                color = _CELL_LIGHT_TEXT if dark_cell else _CELL_DARK_TEXT
+                ax.text(j, i, text, ha="center", va="center", fontsize=10, color=color)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    if low is not None and high is not None:
+        scales = getattr(fig, "_attention_scales", [])
+        fig._attention_scales = [*scales, (float(low), float(high))]
     fig.tight_layout()
     return fig
 
-def to_html(fig: plt.Figure, alt: str) -> str:
-    """Render a figure as an ``<img>`` tag holding the SVG as a data URI, then close the figure.
 
-    ``alt`` describes the figure for readers who cannot see it; it is required.
+def bars(
+    values: torch.Tensor,
+    labels: Sequence[str],
+    *,
+    title: str = "",
+    ylabel: str = "",
+    fmt: str = "{:.2f}",
+    color: str = "tab:blue",
+    ax: plt.Axes | None = None,
+    weights: bool = False,
+) -> plt.Figure:
+    """Draw a 1-D tensor as labelled bars, each with its value written above it.
+
+    ``values`` has shape ``(n,)`` and ``labels`` ``n`` entries. With ``weights=True``
+    the values must lie in ``[0, 1]`` and the axis runs over the fixed ``0..1``,
+    recorded on the figure like a heatmap's scale.
     """
-    if not alt:
-        raise ValueError("alt must describe the figure, got an empty string")
+    if not isinstance(values, torch.Tensor) or values.dim() != 1:
+        shape = getattr(values, "shape", type(values).__name__)
+        raise ValueError(f"values must be a 1-D tensor, got {shape}")
+    if len(labels) != values.numel():
+        raise ValueError(
+            f"labels must have {values.numel()} entries to match values, "
+            f"got {len(labels)}"
+        )
+    data = values.detach().to("cpu", torch.float32)
+    if weights and not bool(((data >= 0) & (data <= 1)).all()):
+        raise ValueError(f"weights must lie in [0, 1], got {data.tolist()}")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(0.6 * len(labels) + 1.6, 3.2))
+    else:
+        fig = ax.figure
+    ax.bar(range(len(labels)), data.numpy(), color=color)
+    ax.set_xticks(range(len(labels)), labels=list(labels), rotation=45, ha="right")
+    for j, value in enumerate(data.tolist()):
+        ax.annotate(
+            fmt.format(value),
+            (j, value),
+            xytext=(0, 2),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
+    ax.axhline(0, color=INK, linewidth=0.8)
+    if weights:
+        ax.set_ylim(0, 1.1)
+        scales = getattr(fig, "_attention_scales", [])
+        fig._attention_scales = [*scales, (0.0, 1.0)]
+    else:
+        ax.set_ylim(
+            min(0.0, float(data.min())) * 1.15, max(0.0, float(data.max())) * 1.15
+        )
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def pipeline(
+    steps: Sequence[tuple[str, Sequence[int]]], *, direction: str = "TD"
+) -> str:
+    """A mermaid flowchart of tensor steps, each box naming its step and its real shape.
+
+    ``steps`` holds ``(label, shape)`` pairs in order, shapes taken from the tensors a
+    page computed (``tensor.shape``). Returns a fenced ``mermaid`` block for a page to
+    print.
+    """
+    if direction not in ("TD", "LR"):
+        raise ValueError(f"direction must be 'TD' or 'LR', got {direction!r}")
+    if not steps:
+        raise ValueError("steps must hold at least one (label, shape) pair, got none")
+    lines = ["```mermaid", f"flowchart {direction}"]
+    for i, step in enumerate(steps):
+        if len(step) != 2 or not all(isinstance(n, int) for n in step[1]):
+            raise ValueError(f"steps[{i}] must be a (label, shape) pair, got {step!r}")
+        label, shape = step
+        text = html.escape(str(label)).replace('"', "&quot;")
+        lines.append(f'    s{i}["{text}<br/><b>{tuple(shape)}</b>"]')
+        if i:
+            lines.append(f"    s{i - 1} --> s{i}")
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def figure_scale(fig: plt.Figure) -> str | None:
+    """The colour scale shared by the figure's heatmaps, as ``"low..high"``, or
+    ``None``.
+
+    Raises ``ValueError`` when panels of the figure were drawn on different scales:
+    cells of the same colour would then mean different numbers.
+    """
+    scales = set(getattr(fig, "_attention_scales", []))
+    if len(scales) > 1:
+        listed = ", ".join(sorted(_scale_label(*s) for s in scales))
+        raise ValueError(
+            f"the panels of one figure must share a colour scale, got {listed}"
+        )
+    return _scale_label(*scales.pop()) if scales else None
+
+
+def _svg(fig: plt.Figure) -> str:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="svg", facecolor="white", bbox_inches="tight")
+    fig.savefig(buffer, format="svg", transparent=True, bbox_inches="tight")
+    return buffer.getvalue().decode("utf-8")
+
+
+def _data_uri(svg: str) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode(
+        "ascii"
+    )
+
+
+def to_html(fig: plt.Figure, alt: str) -> str:
+    """Render a figure as two linked ``<img>`` tags, one per palette, then close the
+    figure.
+
+    ``alt`` describes the figure for readers who cannot see it; it is required. The tags
+    carry the figure's colour scale in ``data-scale`` when it holds heatmaps.
+    """
+    if not isinstance(alt, str) or not alt:
+        raise ValueError(f"alt must describe the figure, got {alt!r}")
+    scale = figure_scale(fig)
+    light = _svg(fig)
     plt.close(fig)
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img class="figure" alt="{html.escape(alt)}" src="data:image/svg+xml;base64,{data}">'
+    dark = light.replace(INK, DARK_INK)
+    scale_attr = f' data-scale="{scale}"' if scale else ""
+    tags = []
+    for variant, svg in (("light", light), ("dark", dark)):
+        uri = _data_uri(svg)
+        tags.append(
+            f'<a class="figure-link figure-{variant}" href="{uri}" '
+            f'title="Open the figure at full size">'
+            f'<img class="figure" alt="{html.escape(alt)}"{scale_attr} src="{uri}"></a>'
+        )
+    return '<span class="figure-pair">' + "".join(tags) + "</span>"
+
+
+def row(*figures: str) -> str:
+    """Put figures from ``to_html`` side by side; on a narrow screen they wrap one per
+    line.
+    """
+    if not figures or not all(
+        isinstance(f, str) and "figure-pair" in f for f in figures
+    ):
+        raise ValueError(
+            "row needs one or more figures made by to_html, "
+            f"got {[type(f).__name__ for f in figures]}"
+        )
+    return '<div class="figure-row">' + "".join(figures) + "</div>"

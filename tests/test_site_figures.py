@@ -1,0 +1,185 @@
+"""The figures of the built site, driven in a browser.
+
+Every explorable figure shows, for each query, the weights its page prints, and each switch
+changes them; every figure of attention weights is drawn on the 0..1 colour scale; chapters
+do not scroll sideways on a phone; every full-size link opens its SVG; a chapter's first visit
+stays within 1 MB.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import threading
+from typing import NamedTuple
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHAPTERS = [
+    "chapters/why-attention/",
+    "chapters/simple-self-attention/",
+    "chapters/trainable-self-attention/",
+    "chapters/causal-attention/",
+    "chapters/multi-head-attention/",
+    "chapters/summary/",
+]
+FIGURE_PAGES = [*CHAPTERS, "beyond/pitfalls/"]
+EXPLORER_PAGES = CHAPTERS[1:5]
+
+
+# temporary: replaced by the shared fixtures in tests/conftest.py
+class Site(NamedTuple):
+    url: str  # ends with "/"
+    site_dir: pathlib.Path
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """The site built once with ``mkdocs build --strict`` and served on localhost."""
+    site_dir = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site_dir)],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    handler = functools.partial(_QuietHandler, directory=str(site_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield Site(f"http://127.0.0.1:{server.server_address[1]}/", site_dir)
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium under playwright; skips, saying why, without it."""
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(chromium):
+        pytest.skip("no Chromium on this machine (Debian package: chromium)")
+    api = pytest.importorskip("playwright.sync_api")
+    with api.sync_playwright() as p:
+        instance = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield instance
+        instance.close()
+# end of the temporary fixtures
+
+
+def _open(browser, url, width=1280):
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(url)
+    page.wait_for_load_state("networkidle")
+    return page
+
+
+_READ = """figure => {
+  const values = [...figure.querySelectorAll('.explorer-value')].map(e => e.textContent);
+  const cells = [...figure.querySelectorAll('tbody td')].map(e => e.textContent);
+  return {title: figure.querySelector('.explorer-readout p').textContent, values, cells};
+}"""
+
+_PRINTED = """figure => {
+  const after = [...document.querySelectorAll('pre')].find(
+    pre => figure.compareDocumentPosition(pre) & Node.DOCUMENT_POSITION_FOLLOWING);
+  return after.textContent;
+}"""
+
+
+@pytest.mark.parametrize("path", EXPLORER_PAGES)
+def test_explorers_show_the_printed_weights_and_switch_states(built_site, browser, path):
+    page = _open(browser, built_site.url + path)
+    figures = page.locator(".attention-explorer")
+    assert figures.count() >= 1
+    figure = figures.first
+    figure.scroll_into_view_if_needed()
+    printed = figure.evaluate(_PRINTED).strip().splitlines()
+    tokens = printed[0].split()
+    rows = [line.split()[1:] for line in printed[1:]]
+    assert len(rows) == len(tokens)
+    queries = figure.locator(".explorer-query")
+    assert queries.count() == len(tokens)
+    for i, token in enumerate(tokens):
+        queries.nth(i).hover()
+        shown = figure.evaluate(_READ)
+        assert f"\u201c{token}\u201d" in shown["title"]
+        assert shown["values"] == rows[i], (path, token)
+    queries.nth(0).focus()
+    page.keyboard.press("ArrowDown")
+    assert f"\u201c{tokens[1]}\u201d" in figure.evaluate(_READ)["title"]
+    default_cells = figure.evaluate(_READ)["cells"]
+    assert default_cells == [v for row in rows for v in row]
+    switches = figure.locator(".explorer-switches button")
+    for k in range(1, switches.count()):
+        switches.nth(k).click()
+        assert switches.nth(k).get_attribute("aria-pressed") == "true"
+        assert figure.evaluate(_READ)["cells"] != default_cells, (path, k)
+    page.close()
+
+
+@pytest.mark.parametrize("path", FIGURE_PAGES)
+def test_weights_figures_use_the_zero_to_one_scale_and_open_at_full_size(
+    built_site, browser, path
+):
+    page = _open(browser, built_site.url + path)
+    figures = page.evaluate("""() => [
+      ...[...document.querySelectorAll('img.figure')].map(e => ({
+          text: e.alt, scale: e.dataset.scale || null,
+          href: e.closest('a') ? e.closest('a').href : null})),
+      ...[...document.querySelectorAll('.attention-explorer')].map(e => ({
+          text: e.textContent, scale: e.dataset.scale || null, href: null}))]""")
+    for figure in figures:
+        text = figure["text"].lower()
+        # Every heatmap records its colour scale (line plots have none). Weights after
+        # dropout are scaled by 1 / (1 - p) and may exceed 1, so they are not on 0..1.
+        if figure["scale"] is not None and "weight" in text and "dropout" not in text:
+            assert figure["scale"] == "0..1", (path, figure["text"])
+        if figure["href"] is not None:
+            response = page.request.get(figure["href"])
+            assert response.ok and response.headers["content-type"] == "image/svg+xml"
+            assert response.body().lstrip().startswith((b"<?xml", b"<svg"))
+    assert any(f["scale"] == "0..1" for f in figures) or path in ("chapters/why-attention/",
+                                                                 "chapters/summary/")
+    page.close()
+
+
+@pytest.mark.parametrize("path", CHAPTERS)
+def test_chapters_do_not_scroll_sideways_on_a_phone(built_site, browser, path):
+    page = _open(browser, built_site.url + path, width=390)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, (path, width)
+    page.close()
+
+
+def test_a_chapter_page_and_its_figures_stay_small_on_first_visit(built_site, browser):
+    """The page and the figures it loads (lazily, one palette) stay well within 1 MB.
+
+    Scripts and stylesheets are left out: they are the theme's, cached after the first page.
+    """
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    sizes = {}
+
+    def record(request):
+        if request.resource_type in ("document", "image"):
+            sizes[request.url] = request.sizes()["responseBodySize"]
+
+    page.on("requestfinished", record)
+    page.goto(built_site.url + "chapters/causal-attention/")
+    page.wait_for_load_state("networkidle")
+    figures = [url for url in sizes if "/assets/figures/" in url]
+    assert 0 < sum(sizes.values()) <= 500_000, sizes
+    inline = page.evaluate("document.documentElement.outerHTML.includes('data:image/svg')")
+    assert not inline
+    total = page.locator("img.figure").count()
+    assert len(figures) < total  # lazy, and only the light palette's variants
+    context.close()
