@@ -1,55 +1,34 @@
-"""Build the site, serve it on localhost and visit every page in headless Chromium.
+"""Visit every page of the built site in headless Chromium.
 
 Each page must load with no console error and no request leaving localhost; math must be
 typeset, diagrams drawn and figures present. Set SCREENSHOT_DIR to keep a screenshot of each
-page. Skips, saying why, where Chromium or the browser driver is missing.
+page. The site is built once per run (the ``built_site`` fixture of tests/conftest.py); skips,
+saying why, where Chromium or the browser driver is missing.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
 import pathlib
-import shutil
-import subprocess
-import sys
-import threading
 from urllib.parse import urlparse
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
-]
-
-playwright_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian package: chromium)")
+DOCS = ROOT / "docs"
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
+def expected_pages() -> list[str]:
+    """The address of every page, from the sources: Markdown pages and notebook scripts."""
+    pages = []
+    for source in sorted(DOCS.rglob("*.md")) + sorted((DOCS / "notebooks").glob("*.py")):
+        rel = source.relative_to(DOCS).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "index" else rel.parts
+        pages.append("/".join(parts) + "/" if parts else "")
+    return pages
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """Build the site strictly and serve it; yields (base URL, site directory)."""
-    site_dir = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
-        cwd=ROOT, capture_output=True, text=True, env=env,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    handler = functools.partial(QuietHandler, directory=str(site_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/", site_dir
-    server.shutdown()
+PAGES = expected_pages()
 
 
 def page_paths(site_dir: pathlib.Path) -> list[str]:
@@ -60,17 +39,6 @@ def page_paths(site_dir: pathlib.Path) -> list[str]:
             continue
         pages.append("" if rel == "." else rel + "/")
     return pages
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        try:
-            instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        except Exception as error:  # the driver could not start this browser
-            pytest.skip(f"Chromium at {CHROMIUM} did not start under playwright: {error}")
-        yield instance
-        instance.close()
 
 
 def visit(browser, url: str):
@@ -97,46 +65,48 @@ def wait_for_diagrams(page) -> None:
     page.wait_for_function("() => document.querySelectorAll('pre.mermaid').length === 0", timeout=15000)
 
 
-def test_every_page_loads_offline_with_math_diagrams_and_figures(site, browser):
-    base, site_dir = site
-    paths = page_paths(site_dir)
-    assert "" in paths and "notebooks/toy_heatmap/" in paths, paths
+def test_the_site_has_exactly_the_expected_pages(built_site):
+    assert "" in PAGES and "notebooks/toy_heatmap/" in PAGES, PAGES
+    assert sorted(page_paths(built_site.site_dir)) == sorted(PAGES)
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p or "home")
+def test_page_loads_offline_with_math_diagrams_and_figures(built_site, browser, path):
+    page, errors, outside = visit(browser, built_site.url + path)
+    wait_for_diagrams(page)
+    checks = page.evaluate(
+        """() => ({
+            math: document.querySelectorAll('.arithmatex').length,
+            typeset: document.querySelectorAll('.arithmatex .katex').length,
+            katex: document.querySelectorAll('.katex').length,
+            katexErrors: document.querySelectorAll('.katex-error').length,
+            diagrams: document.querySelectorAll('.mermaid').length,
+            drawn: [...document.querySelectorAll('div.mermaid')].filter(d => d.getBoundingClientRect().height > 20).length,
+            brokenImages: [...document.images].filter(i => i.complete && i.naturalWidth === 0).map(i => i.alt || i.src.slice(0, 60)),
+        })"""
+    )
     shots = os.environ.get("SCREENSHOT_DIR")
+    if shots:
+        pathlib.Path(shots).mkdir(parents=True, exist_ok=True)
+        name = (path.strip("/").replace("/", "_") or "home") + ".png"
+        page.screenshot(path=str(pathlib.Path(shots) / name), full_page=True)
+    page.close()
     problems = []
-    for path in paths:
-        page, errors, outside = visit(browser, base + path)
-        wait_for_diagrams(page)
-        checks = page.evaluate(
-            """() => ({
-                math: document.querySelectorAll('.arithmatex').length,
-                typeset: document.querySelectorAll('.arithmatex .katex').length,
-                katex: document.querySelectorAll('.katex').length,
-                katexErrors: document.querySelectorAll('.katex-error').length,
-                diagrams: document.querySelectorAll('.mermaid').length,
-                drawn: [...document.querySelectorAll('div.mermaid')].filter(d => d.getBoundingClientRect().height > 20).length,
-                brokenImages: [...document.images].filter(i => i.complete && i.naturalWidth === 0).map(i => i.alt || i.src.slice(0, 60)),
-            })"""
-        )
-        if shots:
-            pathlib.Path(shots).mkdir(parents=True, exist_ok=True)
-            name = (path.strip("/").replace("/", "_") or "home") + ".png"
-            page.screenshot(path=str(pathlib.Path(shots) / name), full_page=True)
-        if errors:
-            problems.append(f"{path}: console errors {errors}")
-        if outside:
-            problems.append(f"{path}: requests left localhost {outside}")
-        if checks["typeset"] != checks["math"] or checks["katexErrors"]:
-            problems.append(f"{path}: math not typeset {checks}")
-        if checks["drawn"] != checks["diagrams"]:
-            problems.append(f"{path}: diagrams not drawn {checks}")
-        if checks["brokenImages"]:
-            problems.append(f"{path}: images that did not load {checks['brokenImages']}")
-        page.close()
+    if errors:
+        problems.append(f"console errors {errors}")
+    if outside:
+        problems.append(f"requests left localhost {outside}")
+    if checks["typeset"] != checks["math"] or checks["katexErrors"]:
+        problems.append(f"math not typeset {checks}")
+    if checks["drawn"] != checks["diagrams"]:
+        problems.append(f"diagrams not drawn {checks}")
+    if checks["brokenImages"]:
+        problems.append(f"images that did not load {checks['brokenImages']}")
     assert not problems, "\n".join(problems)
 
 
-def test_home_page_draws_its_diagram(site, browser):
-    base, _ = site
+def test_home_page_draws_its_diagram(built_site, browser):
+    base = built_site.url
     page, _, _ = visit(browser, base)
     wait_for_diagrams(page)
     heights = page.evaluate("[...document.querySelectorAll('div.mermaid')].map(d => d.getBoundingClientRect().height)")
@@ -145,8 +115,8 @@ def test_home_page_draws_its_diagram(site, browser):
     page.close()
 
 
-def test_notebook_page_has_typeset_math_heatmap_and_downloads(site, browser):
-    base, _ = site
+def test_notebook_page_has_typeset_math_heatmap_and_downloads(built_site, browser):
+    base = built_site.url
     page, _, _ = visit(browser, base + "notebooks/toy_heatmap/")
     assert page.locator(".katex").count() >= 1, "the notebook's formula was not typeset"
     assert page.locator(".jupyter-wrapper img[src^='data:image/png']").count() >= 1, "no heatmap image"
@@ -159,8 +129,8 @@ def test_notebook_page_has_typeset_math_heatmap_and_downloads(site, browser):
     page.close()
 
 
-def test_search_finds_a_word_from_the_chapters(site, browser):
-    base, _ = site
+def test_search_finds_a_word_from_the_chapters(built_site, browser):
+    base = built_site.url
     page, errors, _ = visit(browser, base)
     page.locator(".md-search__input").first.click()
     page.keyboard.type("journey")
@@ -170,8 +140,8 @@ def test_search_finds_a_word_from_the_chapters(site, browser):
     page.close()
 
 
-def test_dark_palette_toggles(site, browser):
-    base, _ = site
+def test_dark_palette_toggles(built_site, browser):
+    base = built_site.url
     page, _, _ = visit(browser, base)
     before = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
     page.locator("form[data-md-component=palette] label:visible").first.click()
