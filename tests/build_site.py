@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def main(out: pathlib.Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", LLM_ATTENTION_CACHE="0")  # every block runs
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out / "site")],
