@@ -41,10 +41,22 @@ def page_paths(site_dir: pathlib.Path) -> list[str]:
     return pages
 
 
-def visit(browser, url: str):
-    """Open a page; return (page, console errors, requests that left localhost)."""
+# What a first visit may transfer (uncompressed, as the test server sends it): the page's own HTML,
+# and at most ASSET_BUDGET bytes of everything else (theme, KaTeX, search index, images). The
+# mermaid bundle comes on top, and only on a page that draws a diagram near the first screen.
+HTML_BUDGET = 1_000_000
+ASSET_BUDGET = 1_000_000
+MERMAID = "assets/vendor/mermaid/mermaid.min.js"
+
+
+def visit(browser, url: str, transferred: dict | None = None):
+    """Open a page; return (page, console errors, requests that left localhost).
+
+    ``transferred``, when given, receives the body size of every response, by URL."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors, outside = [], []
+    if transferred is not None:
+        page.on("requestfinished", lambda r: transferred.__setitem__(r.url, r.sizes()["responseBodySize"]))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
@@ -61,8 +73,16 @@ def visit(browser, url: str):
 
 
 def wait_for_diagrams(page) -> None:
-    """The theme swaps each <pre class="mermaid"> for a <div> whose closed shadow root holds the SVG."""
-    page.wait_for_function("() => document.querySelectorAll('pre.mermaid').length === 0", timeout=15000)
+    """The theme swaps each <pre class="mermaid"> for a <div> whose closed shadow root holds the SVG;
+    a diagram is drawn once it comes near the viewport, so scroll to each one still waiting."""
+    page.wait_for_function(
+        """() => {
+            const waiting = document.querySelectorAll('pre.mermaid');
+            if (waiting.length) waiting[0].scrollIntoView();
+            return waiting.length === 0;
+        }""",
+        timeout=30000, polling=250,
+    )
 
 
 def test_the_site_has_exactly_the_expected_pages(built_site):
@@ -72,7 +92,12 @@ def test_the_site_has_exactly_the_expected_pages(built_site):
 
 @pytest.mark.parametrize("path", PAGES, ids=lambda p: p or "home")
 def test_page_loads_offline_with_math_diagrams_and_figures(built_site, browser, path):
-    page, errors, outside = visit(browser, built_site.url + path)
+    transferred = {}
+    page, errors, outside = visit(browser, built_site.url + path, transferred)
+    first_visit = dict(transferred)  # before any scrolling
+    diagram_near_top = page.evaluate(
+        "() => [...document.querySelectorAll('.mermaid')].some(d => d.getBoundingClientRect().top < 2 * innerHeight)"
+    )
     wait_for_diagrams(page)
     checks = page.evaluate(
         """() => ({
@@ -92,6 +117,17 @@ def test_page_loads_offline_with_math_diagrams_and_figures(built_site, browser, 
         page.screenshot(path=str(pathlib.Path(shots) / name), full_page=True)
     page.close()
     problems = []
+    html = first_visit.get(built_site.url + path, 0)
+    mermaid = sum(size for url, size in first_visit.items() if url.endswith(MERMAID))
+    assets = sum(first_visit.values()) - html - mermaid
+    if html > HTML_BUDGET:
+        problems.append(f"the page's HTML is {html:,} bytes, over {HTML_BUDGET:,}")
+    if assets > ASSET_BUDGET:
+        problems.append(f"a first visit transfers {assets:,} bytes besides its HTML, over {ASSET_BUDGET:,}")
+    if mermaid and not diagram_near_top:
+        problems.append(f"the mermaid bundle ({mermaid:,} bytes) loaded with no diagram near the first screen")
+    if checks["diagrams"] == 0 and any(MERMAID in url for url in transferred):
+        problems.append("a page without diagrams loaded mermaid")
     if errors:
         problems.append(f"console errors {errors}")
     if outside:
