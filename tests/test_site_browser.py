@@ -100,7 +100,16 @@ def test_page_loads_offline_with_math_diagrams_and_figures(built_site, browser, 
     )
     wait_for_diagrams(page)
     checks = page.evaluate(
-        """() => ({
+        r"""() => ({
+            rawTex: (() => {
+                const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT), found = [];
+                while (walker.nextNode()) {
+                    const node = walker.currentNode;
+                    if (node.parentElement.closest('pre, code, script, style, .katex, .mermaid')) continue;
+                    if (/\\\(|\\\[|\$\\[a-zA-Z]|\$\$/.test(node.textContent)) found.push(node.textContent.trim().slice(0, 60));
+                }
+                return found;
+            })(),
             math: document.querySelectorAll('.arithmatex').length,
             typeset: document.querySelectorAll('.arithmatex .katex').length,
             katex: document.querySelectorAll('.katex').length,
@@ -132,6 +141,8 @@ def test_page_loads_offline_with_math_diagrams_and_figures(built_site, browser, 
         problems.append(f"console errors {errors}")
     if outside:
         problems.append(f"requests left localhost {outside}")
+    if checks["rawTex"]:
+        problems.append(f"raw TeX on the page: {checks['rawTex']}")
     if checks["typeset"] != checks["math"] or checks["katexErrors"]:
         problems.append(f"math not typeset {checks}")
     if checks["drawn"] != checks["diagrams"]:
