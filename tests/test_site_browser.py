@@ -195,3 +195,11 @@ def test_dark_palette_toggles(built_site, browser):
     after = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
     assert {before, after} == {"default", "slate"}, (before, after)
     page.close()
+
+
+def test_the_header_links_the_repository_only_when_told(built_site):
+    """The Pages workflow sets REPO_URL; a local build (this one) links no repository."""
+    home = (built_site.site_dir / "index.html").read_text(encoding="utf8")
+    assert os.environ.get("REPO_URL") or 'class="md-source"' not in home
+    workflow = (ROOT / ".github" / "workflows" / "pages.yml").read_text(encoding="utf8")
+    assert "REPO_URL: ${{ github.server_url }}/${{ github.repository }}" in workflow
