@@ -27,6 +27,7 @@ from filelock import FileLock  # a dependency of torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_ENV = "LLM_ATTENTION_TEST_SHARED"  # the folder the workers share, set by the controller
+URL_ENV = "LLM_ATTENTION_TEST_SITE_URL"  # where the controller serves that folder's site
 BROWSER_TESTS = ROOT / "tests" / "test_site_browser.py"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = [
@@ -49,9 +50,12 @@ def start_build(shared: pathlib.Path) -> pathlib.Path:
     with FileLock(str(shared / "build.lock")):
         if not out.exists():
             out.mkdir(parents=True)
+            env = dict(os.environ)
+            if os.environ.get(URL_ENV):  # the site is built for the address it is served at
+                env["SITE_URL"] = os.environ[URL_ENV]
             process = subprocess.Popen(
                 [sys.executable, str(ROOT / "tests" / "build_site.py"), str(out)],
-                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )
             (out / "pid").write_text(str(process.pid))
             _builds.append(process)
@@ -97,6 +101,12 @@ def pytest_configure(config):
     shared = tempfile.mkdtemp(prefix="llm-attention-tests-")
     os.environ[SHARED_ENV] = shared  # workers start later and inherit it
     config._llm_attention_shared = shared
+    # One server for the run, in this process, so the build can know its address in advance.
+    handler = functools.partial(_QuietHandler, directory=str(pathlib.Path(shared) / "build" / "site"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config._llm_attention_server = server
+    os.environ[URL_ENV] = f"http://127.0.0.1:{server.server_address[1]}/"
     if CHROMIUM and _run_includes(config, BROWSER_TESTS):
         start_build(pathlib.Path(shared))
 
@@ -109,7 +119,9 @@ def pytest_unconfigure(config):
         if process.poll() is None:  # the run ended early: stop the build we started
             process.terminate()
             process.wait()
+    config._llm_attention_server.shutdown()
     os.environ.pop(SHARED_ENV, None)
+    os.environ.pop(URL_ENV, None)
     shutil.rmtree(shared, ignore_errors=True)
 
 
@@ -120,11 +132,15 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Site:
-    """The site built once with ``mkdocs build --strict`` and served on localhost."""
+    """The site built once with ``mkdocs build --strict`` and served on localhost, with
+    ``SITE_URL`` set to the address it is served at."""
     shared = pathlib.Path(os.environ.get(SHARED_ENV) or tmp_path_factory.getbasetemp())
     status = wait_for_build(start_build(shared))
     assert status["returncode"] == 0, status["log"]
     site_dir = shared / "build" / "site"
+    if os.environ.get(URL_ENV):  # served by the controller, at the address the site was built for
+        yield Site(os.environ[URL_ENV], site_dir)
+        return
     handler = functools.partial(_QuietHandler, directory=str(site_dir))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
