@@ -212,3 +212,31 @@ def test_api_reference_shows_and_links_every_whole_module(built_site):
             continue
         assert f'href="../../code/llm_attention/{module.name}"' in api, f"no download link for {module.name}"
         assert f"The whole file: <code>src/llm_attention/{module.name}</code>" in api, f"{module.name} not shown whole"
+
+
+def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
+    import json
+    import re
+
+    docs = json.loads((built_site.site_dir / "search" / "search_index.json").read_text(encoding="utf8"))["docs"]
+    diagrams = {
+        line.strip()
+        for page in (ROOT / "docs").rglob("*.md")
+        for block in re.findall(r"```mermaid\n(.*?)```", page.read_text(encoding="utf8"), re.DOTALL)
+        for line in block.splitlines()[:2]
+        if line.strip()
+    }
+    assert diagrams, "no mermaid diagram found in the pages: update this test"
+    problems = []
+    for doc in docs:
+        prose = re.sub(r"<(pre|code)\b.*?</\1>", "", doc["text"], flags=re.DOTALL)
+        for bad in ("¶", "\\(", "\\[", "$"):
+            if bad in prose or bad in doc["title"]:
+                problems.append(f"{doc['location']}: {bad!r}")
+        problems += [f"{doc['location']}: diagram source {d!r}" for d in diagrams if d in doc["text"]]
+    assert not problems, problems
+    titles = {doc["location"]: doc["title"] for doc in docs}
+    for notebook in (ROOT / "docs" / "notebooks").glob("*.py"):
+        page = f"notebooks/{notebook.stem}/"
+        heading = next(t for loc, t in titles.items() if loc.startswith(page + "#"))
+        assert heading.startswith("Notebook: "), (page, heading)

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Causal attention
+# # Notebook: Causal attention
 #
 # The code of the chapter "Causal attention" (chapter 4 of the site), cell by cell.
 # A token may attend to itself and to the tokens before it, never to the ones after:

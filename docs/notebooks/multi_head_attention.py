@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Multi-head attention
+# # Notebook: Multi-head attention
 #
 # The code of the chapter "Multi-head attention" (chapter 5 of the site), cell by cell: heads
 # side by side, then one module that splits its projections into heads,

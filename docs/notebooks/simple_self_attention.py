@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # A simple self-attention, cell by cell
+# # Notebook: A simple self-attention, cell by cell
 #
 # The companion of chapter 2. Six tokens, "Your journey starts with one step", each a
 # vector of three numbers. Every token gets a context vector in three steps, with no

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Attention weights of the running example
+# # Notebook: Attention weights of the running example
 #
 # Six tokens, "Your journey starts with one step", each a vector of three numbers.
 # Without any trained weights, token $i$ attends to token $j$ in proportion to

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Self-attention with trainable weights, cell by cell
+# # Notebook: Self-attention with trainable weights, cell by cell
 #
 # The companion of chapter 3. Three trainable matrices turn each token into a query, a key
 # and a value:

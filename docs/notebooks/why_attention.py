@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Why attention: what one hidden state forgets
+# # Notebook: Why attention: what one hidden state forgets
 #
 # Chapter 1's experiment, to run and vary. A small recurrent network (random weights, never
 # trained) reads a sequence one token at a time and keeps a hidden state of a few numbers.
