@@ -96,6 +96,14 @@ def _run_includes(config, target: pathlib.Path) -> bool:
 
 
 def pytest_configure(config):
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers > 1:
+        # Several workers share the cores: one thread each for torch (measured here: 62 s
+        # for the whole run against 81 s with torch's default threads).
+        import torch
+
+        torch.set_num_threads(1)
+        os.environ["OMP_NUM_THREADS"] = "1"  # and for the scripts the tests start
     if hasattr(config, "workerinput") or os.environ.get(SHARED_ENV):
         return  # an xdist worker, or a pytest run inside a test: the folder is set already
     shared = tempfile.mkdtemp(prefix="llm-attention-tests-")
