@@ -21,8 +21,8 @@ from mkdocs.structure.files import File
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "llm_attention"
 # Pages and notebooks that train a model share one run, kept on disk (llm_attention.induction);
-# LLM_ATTENTION_CACHE="" turns the disk copy off.
-os.environ.setdefault("LLM_ATTENTION_CACHE", str(PACKAGE.parents[1] / ".cache"))
+# LLM_ATTENTION_RUN_CACHE="" turns the disk copy off.
+os.environ.setdefault("LLM_ATTENTION_RUN_CACHE", str(PACKAGE.parents[1] / ".cache"))
 MODULES_URI = "code/llm_attention"
 
 # The notebook renderer adds a MathJax loader from a CDN; the site typesets math with its own KaTeX.
@@ -30,10 +30,23 @@ _MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuratio
 
 
 def on_files(files, config):
-    """Add every module of the package to the site, as a file to download."""
-    for module in sorted(PACKAGE.glob("*.py")):
+    """Add every module of the package to the site, as a file to download, and their list
+    (``modules.txt``, one name a line), which a downloaded notebook reads to fetch them."""
+    modules = sorted(PACKAGE.glob("*.py"))
+    for module in modules:
         files.append(File.generated(config, f"{MODULES_URI}/{module.name}", abs_src_path=str(module)))
+    listing = "".join(f"{module.name}\n" for module in modules)
+    files.append(File.generated(config, f"{MODULES_URI}/modules.txt", content=listing))
     return files
+
+
+# A notebook's first code cell names the site it fetches the package from; the build writes
+# the address the site is published at (SITE_URL) into the downloads.
+_SITE_LINE = re.compile(r'^SITE_URL = "[^"]*"', re.MULTILINE)
+
+
+def with_site_url(text: str, site_url: str) -> str:
+    return _SITE_LINE.sub(f"SITE_URL = {site_url!r}".replace("'", '"'), text)
 
 
 def on_post_page(output: str, page, config) -> str:
@@ -43,7 +56,9 @@ def on_post_page(output: str, page, config) -> str:
     if count == 0 and "mathjax" in output.lower():
         raise RuntimeError(f"{page.file.src_uri}: the MathJax loader changed shape; update hooks/site.py")
     source = pathlib.Path(page.file.abs_src_path)
-    target = pathlib.Path(page.file.abs_dest_path).parent / f"{source.stem}.ipynb"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    jupytext.write(jupytext.read(source), target)
+    folder = pathlib.Path(page.file.abs_dest_path).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    text = with_site_url(source.read_text(encoding="utf8"), config.site_url)
+    jupytext.write(jupytext.reads(text, fmt="py:percent"), folder / f"{source.stem}.ipynb")
+    (folder / source.name).write_text(text, encoding="utf8")  # the script download, same address
     return output

@@ -1,4 +1,4 @@
-"""The fence runner in conftest.py: admonitions, tabs, snippets and sessions, as the build sees them."""
+"""The fence runner in tests/fences.py: admonitions, tabs, snippets and sessions, as the build sees them."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def run_pytest(tmp_path, *args):
     page.write_text(PAGE)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "conftest", "--markdown-docs",
+        [sys.executable, "-m", "pytest", "-p", "tests.fences", "--markdown-docs",
          "--markdown-docs-syntax=superfences", "-p", "no:cacheprovider", "-rA", "page.md", *args],
         cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""},
     )

@@ -43,7 +43,7 @@ def scan_python_fences(text: str) -> list[tuple[int, str, str]]:
 def collected_fences() -> set[tuple[str, int]]:
     paths = [str(p.relative_to(ROOT)) for p in PAGES]
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", *paths],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", *paths],
         cwd=ROOT, capture_output=True, text=True, check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -24,3 +24,10 @@ def test_module_is_published_whole(site_files, module):
     assert published is not None, f"{module} is not published on the site"
     assert published.dest_uri == f"code/llm_attention/{module}"
     assert published.content_bytes == (ROOT / "src" / "llm_attention" / module).read_bytes()
+
+
+def test_the_module_list_names_every_module(site_files):
+    listing = site_files.get_file_from_path("code/llm_attention/modules.txt")
+    assert listing is not None, "modules.txt is not published"
+    names = listing.content_string.split()
+    assert names == sorted(p.name for p in (ROOT / "src" / "llm_attention").glob("*.py"))

@@ -1,55 +1,34 @@
-"""Build the site, serve it on localhost and visit every page in headless Chromium.
+"""Visit every page of the built site in headless Chromium.
 
 Each page must load with no console error and no request leaving localhost; math must be
 typeset, diagrams drawn and figures present. Set SCREENSHOT_DIR to keep a screenshot of each
-page. Skips, saying why, where Chromium or the browser driver is missing.
+page. The site is built once per run (the ``built_site`` fixture of tests/conftest.py); skips,
+saying why, where Chromium or the browser driver is missing.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
 import pathlib
-import shutil
-import subprocess
-import sys
-import threading
 from urllib.parse import urlparse
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
-]
-
-playwright_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian package: chromium)")
+DOCS = ROOT / "docs"
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
+def expected_pages() -> list[str]:
+    """The address of every page, from the sources: Markdown pages and notebook scripts."""
+    pages = []
+    for source in sorted(DOCS.rglob("*.md")) + sorted((DOCS / "notebooks").glob("*.py")):
+        rel = source.relative_to(DOCS).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "index" else rel.parts
+        pages.append("/".join(parts) + "/" if parts else "")
+    return pages
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """Build the site strictly and serve it; yields (base URL, site directory)."""
-    site_dir = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
-        cwd=ROOT, capture_output=True, text=True, env=env,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    handler = functools.partial(QuietHandler, directory=str(site_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/", site_dir
-    server.shutdown()
+PAGES = expected_pages()
 
 
 def page_paths(site_dir: pathlib.Path) -> list[str]:
@@ -62,21 +41,22 @@ def page_paths(site_dir: pathlib.Path) -> list[str]:
     return pages
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        try:
-            instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        except Exception as error:  # the driver could not start this browser
-            pytest.skip(f"Chromium at {CHROMIUM} did not start under playwright: {error}")
-        yield instance
-        instance.close()
+# What a first visit may transfer (uncompressed, as the test server sends it): the page's own HTML,
+# and at most ASSET_BUDGET bytes of everything else (theme, KaTeX, search index, images). The
+# mermaid bundle comes on top, and only on a page that draws a diagram near the first screen.
+HTML_BUDGET = 1_000_000
+ASSET_BUDGET = 1_000_000
+MERMAID = "assets/vendor/mermaid/mermaid.min.js"
 
 
-def visit(browser, url: str):
-    """Open a page; return (page, console errors, requests that left localhost)."""
+def visit(browser, url: str, transferred: dict | None = None):
+    """Open a page; return (page, console errors, requests that left localhost).
+
+    ``transferred``, when given, receives the body size of every response, by URL."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors, outside = [], []
+    if transferred is not None:
+        page.on("requestfinished", lambda r: transferred.__setitem__(r.url, r.sizes()["responseBodySize"]))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
@@ -93,50 +73,87 @@ def visit(browser, url: str):
 
 
 def wait_for_diagrams(page) -> None:
-    """The theme swaps each <pre class="mermaid"> for a <div> whose closed shadow root holds the SVG."""
-    page.wait_for_function("() => document.querySelectorAll('pre.mermaid').length === 0", timeout=15000)
+    """The theme swaps each <pre class="mermaid"> for a <div> whose closed shadow root holds the SVG;
+    a diagram is drawn once it comes near the viewport, so scroll to each one still waiting."""
+    page.wait_for_function(
+        """() => {
+            const waiting = document.querySelectorAll('pre.mermaid');
+            if (waiting.length) waiting[0].scrollIntoView();
+            return waiting.length === 0;
+        }""",
+        timeout=30000, polling=250,
+    )
 
 
-def test_every_page_loads_offline_with_math_diagrams_and_figures(site, browser):
-    base, site_dir = site
-    paths = page_paths(site_dir)
-    assert "" in paths and "notebooks/toy_heatmap/" in paths, paths
+def test_the_site_has_exactly_the_expected_pages(built_site):
+    assert "" in PAGES and "notebooks/toy_heatmap/" in PAGES, PAGES
+    assert sorted(page_paths(built_site.site_dir)) == sorted(PAGES)
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p or "home")
+def test_page_loads_offline_with_math_diagrams_and_figures(built_site, browser, path):
+    transferred = {}
+    page, errors, outside = visit(browser, built_site.url + path, transferred)
+    first_visit = dict(transferred)  # before any scrolling
+    diagram_near_top = page.evaluate(
+        "() => [...document.querySelectorAll('.mermaid')].some(d => d.getBoundingClientRect().top < 2 * innerHeight)"
+    )
+    wait_for_diagrams(page)
+    checks = page.evaluate(
+        r"""() => ({
+            rawTex: (() => {
+                const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT), found = [];
+                while (walker.nextNode()) {
+                    const node = walker.currentNode;
+                    if (node.parentElement.closest('pre, code, script, style, .katex, .mermaid')) continue;
+                    if (/\\\(|\\\[|\$\\[a-zA-Z]|\$\$/.test(node.textContent)) found.push(node.textContent.trim().slice(0, 60));
+                }
+                return found;
+            })(),
+            math: document.querySelectorAll('.arithmatex').length,
+            typeset: document.querySelectorAll('.arithmatex .katex').length,
+            katex: document.querySelectorAll('.katex').length,
+            katexErrors: document.querySelectorAll('.katex-error').length,
+            diagrams: document.querySelectorAll('.mermaid').length,
+            drawn: [...document.querySelectorAll('div.mermaid')].filter(d => d.getBoundingClientRect().height > 20).length,
+            brokenImages: [...document.images].filter(i => i.complete && i.naturalWidth === 0).map(i => i.alt || i.src.slice(0, 60)),
+        })"""
+    )
     shots = os.environ.get("SCREENSHOT_DIR")
+    if shots:
+        pathlib.Path(shots).mkdir(parents=True, exist_ok=True)
+        name = (path.strip("/").replace("/", "_") or "home") + ".png"
+        page.screenshot(path=str(pathlib.Path(shots) / name), full_page=True)
+    page.close()
     problems = []
-    for path in paths:
-        page, errors, outside = visit(browser, base + path)
-        wait_for_diagrams(page)
-        checks = page.evaluate(
-            """() => ({
-                math: document.querySelectorAll('.arithmatex').length,
-                typeset: document.querySelectorAll('.arithmatex .katex').length,
-                katex: document.querySelectorAll('.katex').length,
-                katexErrors: document.querySelectorAll('.katex-error').length,
-                diagrams: document.querySelectorAll('.mermaid').length,
-                drawn: [...document.querySelectorAll('div.mermaid')].filter(d => d.getBoundingClientRect().height > 20).length,
-                brokenImages: [...document.images].filter(i => i.complete && i.naturalWidth === 0).map(i => i.alt || i.src.slice(0, 60)),
-            })"""
-        )
-        if shots:
-            pathlib.Path(shots).mkdir(parents=True, exist_ok=True)
-            name = (path.strip("/").replace("/", "_") or "home") + ".png"
-            page.screenshot(path=str(pathlib.Path(shots) / name), full_page=True)
-        if errors:
-            problems.append(f"{path}: console errors {errors}")
-        if outside:
-            problems.append(f"{path}: requests left localhost {outside}")
-        if checks["typeset"] != checks["math"] or checks["katexErrors"]:
-            problems.append(f"{path}: math not typeset {checks}")
-        if checks["drawn"] != checks["diagrams"]:
-            problems.append(f"{path}: diagrams not drawn {checks}")
-        if checks["brokenImages"]:
-            problems.append(f"{path}: images that did not load {checks['brokenImages']}")
-        page.close()
+    html = first_visit.get(built_site.url + path, 0)
+    mermaid = sum(size for url, size in first_visit.items() if url.endswith(MERMAID))
+    assets = sum(first_visit.values()) - html - mermaid
+    if html > HTML_BUDGET:
+        problems.append(f"the page's HTML is {html:,} bytes, over {HTML_BUDGET:,}")
+    if assets > ASSET_BUDGET:
+        problems.append(f"a first visit transfers {assets:,} bytes besides its HTML, over {ASSET_BUDGET:,}")
+    if mermaid and not diagram_near_top:
+        problems.append(f"the mermaid bundle ({mermaid:,} bytes) loaded with no diagram near the first screen")
+    if checks["diagrams"] == 0 and any(MERMAID in url for url in transferred):
+        problems.append("a page without diagrams loaded mermaid")
+    if errors:
+        problems.append(f"console errors {errors}")
+    if outside:
+        problems.append(f"requests left localhost {outside}")
+    if checks["rawTex"]:
+        problems.append(f"raw TeX on the page: {checks['rawTex']}")
+    if checks["typeset"] != checks["math"] or checks["katexErrors"]:
+        problems.append(f"math not typeset {checks}")
+    if checks["drawn"] != checks["diagrams"]:
+        problems.append(f"diagrams not drawn {checks}")
+    if checks["brokenImages"]:
+        problems.append(f"images that did not load {checks['brokenImages']}")
     assert not problems, "\n".join(problems)
 
 
-def test_home_page_draws_its_diagram(site, browser):
-    base, _ = site
+def test_home_page_draws_its_diagram(built_site, browser):
+    base = built_site.url
     page, _, _ = visit(browser, base)
     wait_for_diagrams(page)
     heights = page.evaluate("[...document.querySelectorAll('div.mermaid')].map(d => d.getBoundingClientRect().height)")
@@ -145,8 +162,8 @@ def test_home_page_draws_its_diagram(site, browser):
     page.close()
 
 
-def test_notebook_page_has_typeset_math_heatmap_and_downloads(site, browser):
-    base, _ = site
+def test_notebook_page_has_typeset_math_heatmap_and_downloads(built_site, browser):
+    base = built_site.url
     page, _, _ = visit(browser, base + "notebooks/toy_heatmap/")
     assert page.locator(".katex").count() >= 1, "the notebook's formula was not typeset"
     assert page.locator(".jupyter-wrapper img[src^='data:image/png']").count() >= 1, "no heatmap image"
@@ -159,8 +176,8 @@ def test_notebook_page_has_typeset_math_heatmap_and_downloads(site, browser):
     page.close()
 
 
-def test_search_finds_a_word_from_the_chapters(site, browser):
-    base, _ = site
+def test_search_finds_a_word_from_the_chapters(built_site, browser):
+    base = built_site.url
     page, errors, _ = visit(browser, base)
     page.locator(".md-search__input").first.click()
     page.keyboard.type("journey")
@@ -170,11 +187,63 @@ def test_search_finds_a_word_from_the_chapters(site, browser):
     page.close()
 
 
-def test_dark_palette_toggles(site, browser):
-    base, _ = site
+def test_dark_palette_toggles(built_site, browser):
+    base = built_site.url
     page, _, _ = visit(browser, base)
     before = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
     page.locator("form[data-md-component=palette] label:visible").first.click()
     after = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
     assert {before, after} == {"default", "slate"}, (before, after)
     page.close()
+
+
+def test_the_header_links_the_repository_only_when_told(built_site):
+    """The Pages workflow sets REPO_URL; a local build (this one) links no repository."""
+    home = (built_site.site_dir / "index.html").read_text(encoding="utf8")
+    assert os.environ.get("REPO_URL") or 'class="md-source"' not in home
+    workflow = (ROOT / ".github" / "workflows" / "pages.yml").read_text(encoding="utf8")
+    assert "REPO_URL: ${{ github.server_url }}/${{ github.repository }}" in workflow
+
+
+# Modules with lines over 88 columns cannot be listed whole (tests/test_included_listings.py);
+# they get the download link only until their lines are wrapped.
+NOT_LISTED_WHOLE = {"figures.py", "kv_cache.py"}
+
+
+def test_api_reference_shows_and_links_every_whole_module(built_site):
+    api = (built_site.site_dir / "reference" / "api" / "index.html").read_text(encoding="utf8")
+    for module in sorted((ROOT / "src" / "llm_attention").glob("*.py")):
+        if module.name == "__init__.py":
+            continue
+        assert f'href="../../code/llm_attention/{module.name}"' in api, f"no download link for {module.name}"
+        if module.name in NOT_LISTED_WHOLE:
+            continue
+        assert f"The whole file: <code>src/llm_attention/{module.name}</code>" in api, f"{module.name} not shown whole"
+
+
+def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
+    import json
+    import re
+
+    docs = json.loads((built_site.site_dir / "search" / "search_index.json").read_text(encoding="utf8"))["docs"]
+    diagrams = {
+        line.strip()
+        for page in (ROOT / "docs").rglob("*.md")
+        for block in re.findall(r"```mermaid\n(.*?)```", page.read_text(encoding="utf8"), re.DOTALL)
+        for line in block.splitlines()[:2]
+        if line.strip()
+    }
+    assert diagrams, "no mermaid diagram found in the pages: update this test"
+    problems = []
+    for doc in docs:
+        prose = re.sub(r"<(pre|code)\b.*?</\1>", "", doc["text"], flags=re.DOTALL)
+        for bad in ("¶", "\\(", "\\[", "$"):
+            if bad in prose or bad in doc["title"]:
+                problems.append(f"{doc['location']}: {bad!r}")
+        problems += [f"{doc['location']}: diagram source {d!r}" for d in diagrams if d in doc["text"]]
+    assert not problems, problems
+    titles = {doc["location"]: doc["title"] for doc in docs}
+    for notebook in (ROOT / "docs" / "notebooks").glob("*.py"):
+        page = f"notebooks/{notebook.stem}/"
+        heading = next(t for loc, t in titles.items() if loc.startswith(page + "#"))
+        assert heading.startswith("Notebook: "), (page, heading)

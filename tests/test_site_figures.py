@@ -8,19 +8,8 @@ stays within 1 MB.
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
-import pathlib
-import shutil
-import subprocess
-import sys
-import threading
-from typing import NamedTuple
-
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTERS = [
     "chapters/why-attention/",
     "chapters/simple-self-attention/",
@@ -31,48 +20,6 @@ CHAPTERS = [
 ]
 FIGURE_PAGES = [*CHAPTERS, "beyond/pitfalls/"]
 EXPLORER_PAGES = CHAPTERS[1:5]
-
-
-# temporary: replaced by the shared fixtures in tests/conftest.py
-class Site(NamedTuple):
-    url: str  # ends with "/"
-    site_dir: pathlib.Path
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture(scope="session")
-def built_site(tmp_path_factory):
-    """The site built once with ``mkdocs build --strict`` and served on localhost."""
-    site_dir = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    run = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site_dir)],
-        cwd=ROOT, env=env, capture_output=True, text=True,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    handler = functools.partial(_QuietHandler, directory=str(site_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield Site(f"http://127.0.0.1:{server.server_address[1]}/", site_dir)
-    server.shutdown()
-
-
-@pytest.fixture(scope="session")
-def browser():
-    """Headless Chromium under playwright; skips, saying why, without it."""
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not os.path.exists(chromium):
-        pytest.skip("no Chromium on this machine (Debian package: chromium)")
-    api = pytest.importorskip("playwright.sync_api")
-    with api.sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        yield instance
-        instance.close()
-# end of the temporary fixtures
 
 
 def _open(browser, url, width=1280):

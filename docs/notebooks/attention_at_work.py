@@ -11,14 +11,34 @@
 # ---
 
 # %% [markdown]
-# # Attention at work
+# # Notebook: Attention at work
 #
 # The code of the pages "Watching attention learn" and "Generating with a KV cache", cell by
 # cell: train a tiny GPT on a task that needs attention by content, find its previous-token and
 # induction heads, take them away, then generate with and without a KV cache.
 #
-# It needs `torch`, `matplotlib` and the package (`pip install -e .` from the repository).
+# It needs `torch` and `matplotlib`; its first code cell fetches the package from the site
+# when it is not installed.
 # Training takes a few seconds on a laptop CPU.
+
+# %%
+# Downloaded from the site? Then this cell fetches the package's modules from it, once, into
+# ./llm_attention/. With the package installed (the repository's set-up), it does nothing.
+import importlib
+import importlib.util
+import pathlib
+import sys
+import urllib.request
+
+SITE_URL = "http://127.0.0.1:8000/"  # the build writes the site's address here
+if importlib.util.find_spec("llm_attention") is None:
+    code = SITE_URL + "code/llm_attention/"
+    folder = pathlib.Path("llm_attention")
+    folder.mkdir(exist_ok=True)
+    for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
+        (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
+    sys.path.insert(0, str(pathlib.Path.cwd()))
+    importlib.invalidate_caches()
 
 # %%
 import matplotlib.pyplot as plt
@@ -55,7 +75,7 @@ assert torch.equal(
 # ## Train, and measure on new sequences
 #
 # `trained_model` trains once per process (and, when the environment variable
-# `LLM_ATTENTION_CACHE` names a folder, keeps the result there).
+# `LLM_ATTENTION_RUN_CACHE` names a folder, keeps the result there).
 
 # %%
 model, losses, seconds = trained_model(config)

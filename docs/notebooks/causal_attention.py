@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Causal attention
+# # Notebook: Causal attention
 #
 # The code of the chapter "Causal attention" (chapter 4 of the site), cell by cell.
 # A token may attend to itself and to the tokens before it, never to the ones after:
@@ -19,7 +19,27 @@
 # $$\mathrm{attn\_weights} = \mathrm{softmax}\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right),
 # \qquad M_{ij} = -\infty \text{ for } j > i, \; 0 \text{ otherwise}$$
 #
-# It needs `torch`, `matplotlib` and the package (`pip install -e .` from the repository).
+# It needs `torch` and `matplotlib`; its first code cell fetches the package from the site
+# when it is not installed.
+
+# %%
+# Downloaded from the site? Then this cell fetches the package's modules from it, once, into
+# ./llm_attention/. With the package installed (the repository's set-up), it does nothing.
+import importlib
+import importlib.util
+import pathlib
+import sys
+import urllib.request
+
+SITE_URL = "http://127.0.0.1:8000/"  # the build writes the site's address here
+if importlib.util.find_spec("llm_attention") is None:
+    code = SITE_URL + "code/llm_attention/"
+    folder = pathlib.Path("llm_attention")
+    folder.mkdir(exist_ok=True)
+    for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
+        (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
+    sys.path.insert(0, str(pathlib.Path.cwd()))
+    importlib.invalidate_caches()
 
 # %%
 import matplotlib.pyplot as plt

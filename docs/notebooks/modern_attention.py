@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Modern attention
+# # Notebook: Modern attention
 #
 # The code of the "Modern attention" pages, cell by cell: grouped-query heads, rotary
 # positions, a sliding window with its rolling cache, and the module that combines them,
@@ -20,7 +20,27 @@
 #   \frac{R_m q_h \cdot R_n k_{\lfloor h/G \rfloor}}{\sqrt{d_h}} + M\right)
 #   V_{\lfloor h/G \rfloor} .$$
 #
-# It needs `torch`, `matplotlib` and the package (`pip install -e .` from the repository).
+# It needs `torch` and `matplotlib`; its first code cell fetches the package from the site
+# when it is not installed.
+
+# %%
+# Downloaded from the site? Then this cell fetches the package's modules from it, once, into
+# ./llm_attention/. With the package installed (the repository's set-up), it does nothing.
+import importlib
+import importlib.util
+import pathlib
+import sys
+import urllib.request
+
+SITE_URL = "http://127.0.0.1:8000/"  # the build writes the site's address here
+if importlib.util.find_spec("llm_attention") is None:
+    code = SITE_URL + "code/llm_attention/"
+    folder = pathlib.Path("llm_attention")
+    folder.mkdir(exist_ok=True)
+    for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
+        (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
+    sys.path.insert(0, str(pathlib.Path.cwd()))
+    importlib.invalidate_caches()
 
 # %%
 import matplotlib.pyplot as plt

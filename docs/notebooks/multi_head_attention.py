@@ -11,14 +11,34 @@
 # ---
 
 # %% [markdown]
-# # Multi-head attention
+# # Notebook: Multi-head attention
 #
 # The code of the chapter "Multi-head attention" (chapter 5 of the site), cell by cell: heads
 # side by side, then one module that splits its projections into heads,
 #
 # $$\mathrm{head}_h = \mathrm{softmax}\left(\frac{Q_h K_h^\top}{\sqrt{d_h}} + M\right) V_h .$$
 #
-# It needs `torch`, `matplotlib` and the package (`pip install -e .` from the repository).
+# It needs `torch` and `matplotlib`; its first code cell fetches the package from the site
+# when it is not installed.
+
+# %%
+# Downloaded from the site? Then this cell fetches the package's modules from it, once, into
+# ./llm_attention/. With the package installed (the repository's set-up), it does nothing.
+import importlib
+import importlib.util
+import pathlib
+import sys
+import urllib.request
+
+SITE_URL = "http://127.0.0.1:8000/"  # the build writes the site's address here
+if importlib.util.find_spec("llm_attention") is None:
+    code = SITE_URL + "code/llm_attention/"
+    folder = pathlib.Path("llm_attention")
+    folder.mkdir(exist_ok=True)
+    for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
+        (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
+    sys.path.insert(0, str(pathlib.Path.cwd()))
+    importlib.invalidate_caches()
 
 # %%
 import matplotlib.pyplot as plt

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Attention weights of the running example
+# # Notebook: Attention weights of the running example
 #
 # Six tokens, "Your journey starts with one step", each a vector of three numbers.
 # Without any trained weights, token $i$ attends to token $j$ in proportion to
@@ -20,8 +20,27 @@
 # $$\alpha_{ij} = \mathrm{softmax}_j\left(x_i \cdot x_j\right)$$
 #
 # This notebook computes those weights with the `llm_attention` package and draws them.
-# Run it top to bottom; it needs `torch`, `matplotlib` and the package
-# (`pip install -e .` from the repository).
+# Run it top to bottom; it needs `torch` and `matplotlib`: its first code cell fetches the
+# package from the site when it is not installed.
+
+# %%
+# Downloaded from the site? Then this cell fetches the package's modules from it, once, into
+# ./llm_attention/. With the package installed (the repository's set-up), it does nothing.
+import importlib
+import importlib.util
+import pathlib
+import sys
+import urllib.request
+
+SITE_URL = "http://127.0.0.1:8000/"  # the build writes the site's address here
+if importlib.util.find_spec("llm_attention") is None:
+    code = SITE_URL + "code/llm_attention/"
+    folder = pathlib.Path("llm_attention")
+    folder.mkdir(exist_ok=True)
+    for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
+        (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
+    sys.path.insert(0, str(pathlib.Path.cwd()))
+    importlib.invalidate_caches()
 
 # %%
 import matplotlib.pyplot as plt

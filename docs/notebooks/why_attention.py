@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Why attention: what one hidden state forgets
+# # Notebook: Why attention: what one hidden state forgets
 #
 # Chapter 1's experiment, to run and vary. A small recurrent network (random weights, never
 # trained) reads a sequence one token at a time and keeps a hidden state of a few numbers.
@@ -20,6 +20,27 @@
 # $$\text{context}_t = \sum_{j} \mathrm{softmax}_j\left(x_t \cdot x_j\right) x_j$$
 #
 # We change only the first token and measure how much each one's final output moves.
+# It needs `torch` and `matplotlib`: its first code cell fetches the package from the site
+# when it is not installed.
+
+# %%
+# Downloaded from the site? Then this cell fetches the package's modules from it, once, into
+# ./llm_attention/. With the package installed (the repository's set-up), it does nothing.
+import importlib
+import importlib.util
+import pathlib
+import sys
+import urllib.request
+
+SITE_URL = "http://127.0.0.1:8000/"  # the build writes the site's address here
+if importlib.util.find_spec("llm_attention") is None:
+    code = SITE_URL + "code/llm_attention/"
+    folder = pathlib.Path("llm_attention")
+    folder.mkdir(exist_ok=True)
+    for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
+        (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
+    sys.path.insert(0, str(pathlib.Path.cwd()))
+    importlib.invalidate_caches()
 
 # %%
 import matplotlib.pyplot as plt

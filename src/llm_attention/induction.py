@@ -12,8 +12,8 @@ Shapes: ``B`` batch, ``T`` tokens (``seq_len``), ``S`` the repeated segment's le
 ``V`` vocabulary size, ``L`` layers, ``H`` heads.
 
 ``trained_model(config)`` trains once per process and config; set the environment
-variable ``LLM_ATTENTION_CACHE`` to a folder to also keep the result on disk, keyed by
-the code of the modules involved and the torch version, so that separate processes
+variable ``LLM_ATTENTION_RUN_CACHE`` to a folder to also keep the result on disk, keyed
+by the code of the modules involved and the torch version, so that separate processes
 (test workers, a site build) share one run.
 
 Builds on ``gpt.py`` (and torch and the standard library).
@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from llm_attention.gpt import GPTModel
 
-CACHE_ENV = "LLM_ATTENTION_CACHE"
+CACHE_ENV = "LLM_ATTENTION_RUN_CACHE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +164,7 @@ def _cache_key(config: InductionConfig) -> str:
 
 
 def _train_or_load(config: InductionConfig) -> tuple[dict, list[float], float]:
-    """Train, or load a run kept under ``$LLM_ATTENTION_CACHE`` by any process."""
+    """Train, or load a run kept under ``$LLM_ATTENTION_RUN_CACHE`` by any process."""
     folder = os.environ.get(CACHE_ENV)
     if not folder:
         start = time.perf_counter()

@@ -1,13 +1,13 @@
 # Copyright (c) 2026 llm-attention contributors. MIT licence: see LICENSE.
 """A key/value cache for generating one token at a time.
 
-When a model generates, every new token attends to all the tokens before it. Their keys
-and values do not change, so instead of projecting the whole sequence again at each step,
-an attention layer keeps them here and projects only the new token.
+When a model generates, every new token attends to all the tokens before it. Their
+keys and values do not change, so instead of projecting the whole sequence again at
+each step, an attention layer keeps them here and projects only the new token.
 
 Shape legend: ``B`` batch, ``H_kv`` key/value heads (``H`` in multi-head attention),
-``T_max`` the most tokens the cache holds (the model's ``context_length``), ``T_new`` the
-tokens added in one call, ``d_h`` the width of one head.
+``T_max`` the most tokens the cache holds (the model's ``context_length``), ``T_new``
+the tokens added in one call, ``d_h`` the width of one head.
 
 Standalone: needs only torch.
 """
@@ -35,7 +35,8 @@ def kv_cache_bytes(
 ) -> int:
     r"""Memory that cached keys and values take, in bytes.
 
-    $$2 \times L \times B \times T \times H_{kv} \times d_h \times \text{bytes per value}$$
+    $$2 \times L \times B \times T \times H_{kv} \times d_h
+        \times \text{bytes per value}$$
 
     The 2 counts keys and values. ``bytes_per_value`` is 2 for float16 and bfloat16,
     4 for float32.
@@ -57,7 +58,7 @@ def kv_cache_bytes(
 
 
 class KVCache:
-    """Keys and values of one attention layer, preallocated for ``context_length`` tokens.
+    """Keys and values of one attention layer, preallocated for ``context_length``.
 
     ``append`` writes the keys and values of new tokens after those already held and
     returns everything held so far; ``length`` is how many tokens that is, which is also
@@ -75,8 +76,8 @@ class KVCache:
     Shapes:
         ``keys``, ``values``: ``(B, H_kv, T_max, d_h)`` storage, zeros until written;
         ``key_padding``: ``(B, T_max)`` bool, True = a real token.
-        ``append(keys, values, padding_mask=None)`` takes ``(B, H_kv, T_new, d_h)`` twice
-        and an optional ``(B, T_new)`` bool mask; it returns views of the first
+        ``append(keys, values, padding_mask=None)`` takes ``(B, H_kv, T_new, d_h)``
+        twice and an optional ``(B, T_new)`` bool mask; it returns views of the first
         ``length`` positions: ``(B, H_kv, length, d_h)`` twice and ``(B, length)``.
 
     Raises:
@@ -105,8 +106,9 @@ class KVCache:
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         shape = (batch_size, num_heads, context_length, head_dim)
-        self.keys = torch.zeros(shape, dtype=dtype, device=device)  # (B, H_kv, T_max, d_h)
-        self.values = torch.zeros(shape, dtype=dtype, device=device)  # (B, H_kv, T_max, d_h)
+        # (B, H_kv, T_max, d_h) each, zeros until written
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)
+        self.values = torch.zeros(shape, dtype=dtype, device=device)
         self.key_padding = torch.ones(  # True = real token
             batch_size, context_length, dtype=torch.bool, device=device
         )  # (B, T_max)
@@ -130,15 +132,18 @@ class KVCache:
         batch, heads, _, head_dim = self.keys.shape
         for name, tensor in (("keys", keys), ("values", values)):
             if not isinstance(tensor, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+                raise TypeError(
+                    f"{name} must be a torch.Tensor, got {type(tensor).__name__}"
+                )
             if tensor.dim() != 4:
                 raise ValueError(
-                    f"{name} must have shape (B, H_kv, T_new, d_h), got {tuple(tensor.shape)}"
+                    f"{name} must have shape (B, H_kv, T_new, d_h), "
+                    f"got {tuple(tensor.shape)}"
                 )
             if tensor.shape[0] != batch:
                 raise ValueError(
-                    f"{name} has batch size {tensor.shape[0]} but the cache holds {batch} "
-                    "sequences; call reset() or make a new cache to change the batch size"
+                    f"{name} has batch size {tensor.shape[0]} but the cache holds "
+                    f"{batch} sequences; make a new cache to change the batch size"
                 )
             if (tensor.shape[1], tensor.shape[3]) != (heads, head_dim):
                 raise ValueError(
@@ -159,11 +164,13 @@ class KVCache:
         if self.length + num_new > self.context_length:
             raise ValueError(
                 f"the cache holds {self.length} tokens; adding {num_new} would make "
-                f"{self.length + num_new}, more than context_length={self.context_length}"
+                f"{self.length + num_new}, more than "
+                f"context_length={self.context_length}"
             )
         if padding_mask is None:
             return
-        if not isinstance(padding_mask, torch.Tensor) or padding_mask.dtype != torch.bool:
+        is_tensor = isinstance(padding_mask, torch.Tensor)
+        if not is_tensor or padding_mask.dtype != torch.bool:
             raise TypeError(
                 "padding_mask must be a bool torch.Tensor of shape (B, T_new) or None, "
                 f"got {getattr(padding_mask, 'dtype', type(padding_mask).__name__)}"

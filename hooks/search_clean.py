@@ -1,0 +1,51 @@
+"""Build hook: keep the search index to words a reader types.
+
+The theme's index holds each section's HTML text as the page source has it: raw TeX (the math is
+typeset in the browser-facing HTML only, by hooks/typeset_math.py), the source of mermaid
+diagrams, and the pilcrow of each heading's permalink. This hook rewrites ``search_index.json``
+after the build: diagram sources go, formulas become their plain symbols (``\\(d_k\\)`` -> ``d_k``),
+pilcrows go.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+
+_DIAGRAM = re.compile(
+    r"<pre[^>]*>\s*<code[^>]*>\s*(?:flowchart|graph|sequenceDiagram|classDiagram|stateDiagram|erDiagram|gantt|pie|mindmap)\b.*?</code>\s*</pre>",
+    re.DOTALL,
+)
+_CODE = re.compile(r"<(pre|code)\b.*?</\1>", re.DOTALL)
+_MATH = re.compile(r"\\\((?P<a>.+?)\\\)|\\\[(?P<b>.+?)\\\]|\$\$(?P<c>.+?)\$\$|(?<![\\$\w])\$(?P<d>[^$\n<>]+?)\$(?![\w$])", re.DOTALL)
+_COMMAND = re.compile(r"\\(?:[a-zA-Z]+|.)")
+
+
+def plain_math(tex: str) -> str:
+    """A formula as plain symbols: commands and TeX punctuation dropped, names kept."""
+    tex = tex.replace("\\_", "_").replace("\\{", " ").replace("\\}", " ")
+    tex = _COMMAND.sub(" ", tex)
+    tex = re.sub(r"[{}^&]", " ", tex)
+    return " ".join(tex.split())
+
+
+def clean_text(text: str) -> str:
+    text = _DIAGRAM.sub(" ", text).replace("¶", "")
+    pieces, last = [], 0
+    for code in _CODE.finditer(text):  # code keeps its dollars and backslashes
+        pieces += [_MATH.sub(lambda m: plain_math(next(g for g in m.groups() if g is not None)), text[last : code.start()]), code.group(0)]
+        last = code.end()
+    pieces.append(_MATH.sub(lambda m: plain_math(next(g for g in m.groups() if g is not None)), text[last:]))
+    return "".join(pieces)
+
+
+def on_post_build(config) -> None:
+    index = pathlib.Path(config.site_dir) / "search" / "search_index.json"
+    if not index.is_file():
+        return
+    data = json.loads(index.read_text(encoding="utf8"))
+    for doc in data["docs"]:
+        doc["title"] = clean_text(doc["title"]).strip()
+        doc["text"] = clean_text(doc["text"])
+    index.write_text(json.dumps(data, separators=(",", ":")), encoding="utf8")

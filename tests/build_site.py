@@ -1,0 +1,40 @@
+"""Build the site strictly into a folder, then write ``status.json`` beside it.
+
+Run as ``python tests/build_site.py OUT``: the site goes to ``OUT/site``, the build's exit code and
+the tail of its log to ``OUT/status.json`` (written last, atomically), so that test processes can
+wait for the file without owning the build process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def main(out: pathlib.Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", LLM_ATTENTION_CACHE="0")  # every block runs
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out / "site")],
+        cwd=ROOT, capture_output=True, text=True, env=env,
+    )
+    status = {
+        "returncode": done.returncode,
+        "seconds": round(time.perf_counter() - start, 1),
+        "log": (done.stdout + done.stderr)[-6000:],
+    }
+    partial = out / "status.json.part"
+    partial.write_text(json.dumps(status))
+    partial.replace(out / "status.json")
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(pathlib.Path(sys.argv[1])))

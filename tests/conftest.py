@@ -1,0 +1,171 @@
+"""Fixtures shared by the test files: one strict site build for the whole run, served on
+localhost, and one headless Chromium per process.
+
+``built_site`` builds the site once per run, even with several pytest-xdist workers: the first
+process to ask takes a file lock in a folder every worker shares and starts the build; the others
+wait for its ``status.json``. When the run includes tests/test_site_browser.py, the build starts in
+the background as the run begins, so it overlaps the other tests instead of following them.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import NamedTuple
+
+import pytest
+from filelock import FileLock  # a dependency of torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED_ENV = "LLM_ATTENTION_TEST_SHARED"  # the folder the workers share, set by the controller
+URL_ENV = "LLM_ATTENTION_TEST_SITE_URL"  # where the controller serves that folder's site
+BROWSER_TESTS = ROOT / "tests" / "test_site_browser.py"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+BUILD_TIMEOUT_S = 900
+
+_builds: list[subprocess.Popen] = []
+
+
+class Site(NamedTuple):
+    url: str  # ends with "/"
+    site_dir: pathlib.Path
+
+
+def start_build(shared: pathlib.Path) -> pathlib.Path:
+    """Start the one build of this run unless a process already did; return its folder."""
+    out = shared / "build"
+    with FileLock(str(shared / "build.lock")):
+        if not out.exists():
+            out.mkdir(parents=True)
+            env = dict(os.environ)
+            if os.environ.get(URL_ENV):  # the site is built for the address it is served at
+                env["SITE_URL"] = os.environ[URL_ENV]
+            process = subprocess.Popen(
+                [sys.executable, str(ROOT / "tests" / "build_site.py"), str(out)],
+                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            )
+            (out / "pid").write_text(str(process.pid))
+            _builds.append(process)
+    return out
+
+
+def wait_for_build(out: pathlib.Path) -> dict:
+    status = out / "status.json"
+    deadline = time.monotonic() + BUILD_TIMEOUT_S
+    while not status.exists():
+        for process in _builds:
+            process.poll()  # reap our own child, so that a dead build is seen as dead
+        pid_file = out / "pid"
+        if pid_file.exists() and not _alive(int(pid_file.read_text())) and not status.exists():
+            pytest.fail("the site build stopped without writing its status")
+        if time.monotonic() > deadline:
+            pytest.fail(f"the site build took longer than {BUILD_TIMEOUT_S} s")
+        time.sleep(0.2)
+    return json.loads(status.read_text())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _run_includes(config, target: pathlib.Path) -> bool:
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if path == target or path in target.parents:
+            return True
+    return False
+
+
+def pytest_configure(config):
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers > 1:
+        # Several workers share the cores: one thread each for torch (measured here: 62 s
+        # for the whole run against 81 s with torch's default threads).
+        import torch
+
+        torch.set_num_threads(1)
+        os.environ["OMP_NUM_THREADS"] = "1"  # and for the scripts the tests start
+    if hasattr(config, "workerinput") or os.environ.get(SHARED_ENV):
+        return  # an xdist worker, or a pytest run inside a test: the folder is set already
+    shared = tempfile.mkdtemp(prefix="llm-attention-tests-")
+    os.environ[SHARED_ENV] = shared  # workers start later and inherit it
+    config._llm_attention_shared = shared
+    # One server for the run, in this process, so the build can know its address in advance.
+    handler = functools.partial(_QuietHandler, directory=str(pathlib.Path(shared) / "build" / "site"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config._llm_attention_server = server
+    os.environ[URL_ENV] = f"http://127.0.0.1:{server.server_address[1]}/"
+    if CHROMIUM and _run_includes(config, BROWSER_TESTS):
+        start_build(pathlib.Path(shared))
+
+
+def pytest_unconfigure(config):
+    shared = getattr(config, "_llm_attention_shared", None)
+    if shared is None:
+        return
+    for process in _builds:
+        if process.poll() is None:  # the run ended early: stop the build we started
+            process.terminate()
+            process.wait()
+    config._llm_attention_server.shutdown()
+    os.environ.pop(SHARED_ENV, None)
+    os.environ.pop(URL_ENV, None)
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory) -> Site:
+    """The site built once with ``mkdocs build --strict`` and served on localhost, with
+    ``SITE_URL`` set to the address it is served at."""
+    shared = pathlib.Path(os.environ.get(SHARED_ENV) or tmp_path_factory.getbasetemp())
+    status = wait_for_build(start_build(shared))
+    assert status["returncode"] == 0, status["log"]
+    site_dir = shared / "build" / "site"
+    if os.environ.get(URL_ENV):  # served by the controller, at the address the site was built for
+        yield Site(os.environ[URL_ENV], site_dir)
+        return
+    handler = functools.partial(_QuietHandler, directory=str(site_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield Site(f"http://127.0.0.1:{server.server_address[1]}/", site_dir)
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium (Debian's /usr/bin/chromium) under playwright; skips, saying why, without it."""
+    if CHROMIUM is None:
+        pytest.skip("no Chromium on this machine (Debian package: chromium)")
+    playwright_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    with playwright_api.sync_playwright() as p:
+        try:
+            instance = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        except Exception as error:  # the driver could not start this browser
+            pytest.skip(f"Chromium at {CHROMIUM} did not start under playwright: {error}")
+        yield instance
+        instance.close()
