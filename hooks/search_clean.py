@@ -17,6 +17,7 @@ _DIAGRAM = re.compile(
     r"<pre[^>]*>\s*<code[^>]*>\s*(?:flowchart|graph|sequenceDiagram|classDiagram|stateDiagram|erDiagram|gantt|pie|mindmap)\b.*?</code>\s*</pre>",
     re.DOTALL,
 )
+_LISTING = re.compile(r"<pre\b.*?</pre>", re.DOTALL)
 _CODE = re.compile(r"<(pre|code)\b.*?</\1>", re.DOTALL)
 _MATH = re.compile(r"\\\((?P<a>.+?)\\\)|\\\[(?P<b>.+?)\\\]|\$\$(?P<c>.+?)\$\$|(?<![\\$\w])\$(?P<d>[^$\n<>]+?)\$(?![\w$])", re.DOTALL)
 _COMMAND = re.compile(r"\\(?:[a-zA-Z]+|.)")
@@ -48,4 +49,6 @@ def on_post_build(config) -> None:
     for doc in data["docs"]:
         doc["title"] = clean_text(doc["title"]).strip()
         doc["text"] = clean_text(doc["text"])
+        if doc["location"].startswith("reference/"):  # whole files: a search hit in every line
+            doc["text"] = _LISTING.sub(" ", doc["text"])
     index.write_text(json.dumps(data, separators=(",", ":")), encoding="utf8")
