@@ -8,6 +8,7 @@ saying why, where Chromium or the browser driver is missing.
 
 from __future__ import annotations
 
+
 import os
 import pathlib
 from urllib.parse import urlparse
@@ -205,20 +206,16 @@ def test_the_header_links_the_repository_only_when_told(built_site):
     assert "REPO_URL: ${{ github.server_url }}/${{ github.repository }}" in workflow
 
 
-# Modules with lines over 88 columns cannot be listed whole (tests/test_included_listings.py);
-# they get the download link only until their lines are wrapped.
-NOT_LISTED_WHOLE = {"figures.py", "kv_cache.py"}
-
-
 def test_api_reference_shows_and_links_every_whole_module(built_site):
-    api = (built_site.site_dir / "reference" / "api" / "index.html").read_text(encoding="utf8")
+    reference = built_site.site_dir / "reference"
+    api = (reference / "api" / "index.html").read_text(encoding="utf8")
     for module in sorted((ROOT / "src" / "llm_attention").glob("*.py")):
         if module.name == "__init__.py":
             continue
         assert f'href="../../code/llm_attention/{module.name}"' in api, f"no download link for {module.name}"
-        if module.name in NOT_LISTED_WHOLE:
-            continue
-        assert f"The whole file: <code>src/llm_attention/{module.name}</code>" in api, f"{module.name} not shown whole"
+        own = (reference / module.stem / "index.html").read_text(encoding="utf8")
+        assert f'href="../../code/llm_attention/{module.name}"' in own, f"no download link on {module.stem}"
+        assert f"The whole file: <code>src/llm_attention/{module.name}</code>" in own, f"{module.name} not shown whole"
 
 
 def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
