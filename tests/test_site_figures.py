@@ -19,7 +19,7 @@ CHAPTERS = [
     "chapters/summary/",
 ]
 FIGURE_PAGES = [*CHAPTERS, "beyond/pitfalls/"]
-EXPLORER_PAGES = CHAPTERS[1:5]
+EXPLORER_PAGES = [*CHAPTERS[1:5], "at-work/watching-attention-learn/"]
 
 
 def _open(browser, url, width=1280):
@@ -62,7 +62,11 @@ def test_explorers_show_the_printed_weights_and_switch_states(built_site, browse
         assert shown["values"] == rows[i], (path, token)
     queries.nth(0).focus()
     page.keyboard.press("ArrowDown")
-    assert f"\u201c{tokens[1]}\u201d" in figure.evaluate(_READ)["title"]
+    page.wait_for_function(  # a busy machine may take a moment; fails after 5 s
+        "([f, t]) => f.querySelector('.explorer-readout p').textContent.includes(t)",
+        arg=[figure.element_handle(), f"\u201c{tokens[1]}\u201d"],
+        timeout=5000,
+    )
     default_cells = figure.evaluate(_READ)["cells"]
     assert default_cells == [v for row in rows for v in row]
     switches = figure.locator(".explorer-switches button")
