@@ -65,7 +65,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils import benchmark
 
-from common import machine_info, time_in_turns  # benchmarks/common.py, beside this script
+from common import machine_info, set_threads, time_in_turns  # benchmarks/common.py, beside this script
 from llm_attention.multihead import MultiHeadAttention
 from llm_attention.multihead_wrapper import MultiHeadAttentionWrapper
 
@@ -360,10 +360,7 @@ def main(argv: list[str] | None = None) -> dict:
         plot(report, args.plot)
         print_table(report)
         return report
-    if args.threads is not None:
-        if args.threads < 1:
-            parser.error(f"--threads must be a positive int, got {args.threads}")
-        torch.set_num_threads(args.threads)
+    set_threads(parser, args.threads)
     cfg = QUICK if args.quick else FULL
     if args.memory_child:
         print(json.dumps(measure_memory(cfg)))

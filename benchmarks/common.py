@@ -60,6 +60,17 @@ def time_in_turns(runs: dict, rounds: int, min_run_time: float) -> dict:
     return out
 
 
+def set_threads(parser, threads: int | None) -> None:
+    """Use ``threads`` torch threads (None: torch's default); a bad count is a usage error."""
+    if threads is None:
+        return
+    if threads < 1:
+        parser.error(f"--threads must be a positive int, got {threads}")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def save_figure(fig, path: pathlib.Path) -> None:
     """Write ``fig`` to ``path`` (SVG unless the suffix says otherwise) on white, and close it."""
     import matplotlib.pyplot as plt

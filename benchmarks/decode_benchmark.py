@@ -45,7 +45,7 @@ import sys
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from common import machine_info, save_figure, time_in_turns  # noqa: E402
+from common import machine_info, save_figure, set_threads, time_in_turns  # noqa: E402
 
 from llm_attention.modern import ModernAttention  # noqa: E402
 
@@ -186,7 +186,7 @@ def main(argv=None) -> None:
     if args.replot:
         plot(json.loads(args.results.read_text()), args.plot)
         return
-    torch.set_num_threads(args.threads)
+    set_threads(parser, args.threads)
     config = QUICK if args.quick else FULL
     report = {"machine": machine_info(quick=args.quick), "config": config,
               "results": run(config)["rows"]}

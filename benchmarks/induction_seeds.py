@@ -36,7 +36,7 @@ EVAL_SEED, EVAL_SIZE = 1234, 512  # one held-out batch, the same for every seed
 INDUCTION_THRESHOLD = 0.5
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from common import machine_info  # noqa: E402
+from common import machine_info, set_threads  # noqa: E402
 
 
 def evaluate(config: InductionConfig) -> dict:
@@ -82,8 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds must be at least 1, got {args.seeds}")
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    set_threads(parser, args.threads)
     started, runs = time.perf_counter(), []
     for seed in range(args.seeds):
         runs.append(evaluate(InductionConfig(seed=seed)))

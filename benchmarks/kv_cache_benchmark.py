@@ -45,7 +45,7 @@ from llm_attention.gpt import GPTModel
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from common import machine_info, save_figure  # noqa: E402
+from common import machine_info, save_figure, set_threads  # noqa: E402
 
 FULL = dict(emb_dim=768, num_heads=12, num_layers=3, vocab_size=256, prompt=16, new_tokens=1024,
             lengths=[128, 256, 512, 1024], repeats=3, window=100)  # fmt: skip
@@ -173,10 +173,7 @@ def main(argv: list[str] | None = None) -> dict:
         plot(report, args.plot)
         print_report(report)
         return report
-    if args.threads is not None:
-        if args.threads < 1:
-            parser.error(f"--threads must be a positive int, got {args.threads}")
-        torch.set_num_threads(args.threads)
+    set_threads(parser, args.threads)
     cfg = QUICK if args.quick else FULL
     model = build(cfg)
     prompt = torch.randint(0, cfg["vocab_size"], (1, cfg["prompt"]),
