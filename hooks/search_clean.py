@@ -1,10 +1,11 @@
 """Build hook: keep the search index to words a reader types.
 
 The theme's index holds each section's HTML text as the page source has it: raw TeX (the math is
-typeset in the browser-facing HTML only, by hooks/typeset_math.py), the source of mermaid
-diagrams, and the pilcrow of each heading's permalink. This hook rewrites ``search_index.json``
-after the build: diagram sources go, formulas become their plain symbols (``\\(d_k\\)`` -> ``d_k``),
-pilcrows go.
+typeset in the browser-facing HTML only, by hooks/typeset_math.py) and the pilcrow of each
+heading's permalink. This hook rewrites ``search_index.json`` after the build: formulas become
+their plain symbols (``\\(d_k\\)`` -> ``d_k``), pilcrows go, and so do code listings and
+printed outputs: every first visit loads the index, and they were half its bytes. Diagrams are
+images drawn at build (llm_attention.diagrams): their source never reaches the page.
 """
 
 from __future__ import annotations
@@ -13,10 +14,6 @@ import json
 import pathlib
 import re
 
-_DIAGRAM = re.compile(
-    r"<pre[^>]*>\s*<code[^>]*>\s*(?:flowchart|graph|sequenceDiagram|classDiagram|stateDiagram|erDiagram|gantt|pie|mindmap)\b.*?</code>\s*</pre>",
-    re.DOTALL,
-)
 _LISTING = re.compile(r"<pre\b.*?</pre>", re.DOTALL)
 _CODE = re.compile(r"<(pre|code)\b.*?</\1>", re.DOTALL)
 _MATH = re.compile(r"\\\((?P<a>.+?)\\\)|\\\[(?P<b>.+?)\\\]|\$\$(?P<c>.+?)\$\$|(?<![\\$\w])\$(?P<d>[^$\n<>]+?)\$(?![\w$])", re.DOTALL)
@@ -32,7 +29,7 @@ def plain_math(tex: str) -> str:
 
 
 def clean_text(text: str) -> str:
-    text = _DIAGRAM.sub(" ", text).replace("¶", "")
+    text = text.replace("¶", "")
     pieces, last = [], 0
     for code in _CODE.finditer(text):  # code keeps its dollars and backslashes
         pieces += [_MATH.sub(lambda m: plain_math(next(g for g in m.groups() if g is not None)), text[last : code.start()]), code.group(0)]
@@ -48,7 +45,7 @@ def on_post_build(config) -> None:
     data = json.loads(index.read_text(encoding="utf8"))
     for doc in data["docs"]:
         doc["title"] = clean_text(doc["title"]).strip()
-        doc["text"] = clean_text(doc["text"])
-        if doc["location"].startswith("reference/"):  # whole files: a search hit in every line
-            doc["text"] = _LISTING.sub(" ", doc["text"])
+        # Code listings and printed outputs go (half the index's bytes, and every page would
+        # match every identifier); prose, inline code and headings stay searchable.
+        doc["text"] = " ".join(_LISTING.sub(" ", clean_text(doc["text"])).split())
     index.write_text(json.dumps(data, separators=(",", ":")), encoding="utf8")

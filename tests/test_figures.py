@@ -14,7 +14,6 @@ from llm_attention.figures import (
     INK,
     figure_scale,
     heatmap,
-    pipeline,
     row,
     to_html,
 )
@@ -89,22 +88,3 @@ def test_row_wraps_figures_and_refuses_anything_else():
     assert row(one, one).startswith('<div class="figure-row">')
     with pytest.raises(ValueError, match="row needs one or more figures made by to_html"):
         row("<p>not a figure</p>")
-
-
-def test_pipeline_draws_each_step_with_its_shape_in_order():
-    x = torch.zeros(2, 6, 3)
-    text = pipeline([("x", x.shape), ("x.transpose(1, 2)", x.transpose(1, 2).shape)])
-    lines = text.splitlines()
-    assert lines[0] == "```mermaid" and lines[-1] == "```"
-    assert '    s0["x<br/><b>(2, 6, 3)</b>"]' in lines
-    assert '    s1["x.transpose(1, 2)<br/><b>(2, 3, 6)</b>"]' in lines
-    assert "    s0 --> s1" in lines
-
-
-def test_pipeline_rejects_bad_steps():
-    with pytest.raises(ValueError, match="direction must be 'TD' or 'LR', got 'up'"):
-        pipeline([("x", (1,))], direction="up")
-    with pytest.raises(ValueError, match=r"steps\[0\] must be a \(label, shape\) pair"):
-        pipeline([("x", "shape")])
-    with pytest.raises(ValueError, match="at least one"):
-        pipeline([])

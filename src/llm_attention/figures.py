@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -203,32 +204,6 @@ def bars(
     return fig
 
 
-def pipeline(
-    steps: Sequence[tuple[str, Sequence[int]]], *, direction: str = "TD"
-) -> str:
-    """A mermaid flowchart of tensor steps, each box naming its step and its real shape.
-
-    ``steps`` holds ``(label, shape)`` pairs in order, shapes taken from the tensors a
-    page computed (``tensor.shape``). Returns a fenced ``mermaid`` block for a page to
-    print.
-    """
-    if direction not in ("TD", "LR"):
-        raise ValueError(f"direction must be 'TD' or 'LR', got {direction!r}")
-    if not steps:
-        raise ValueError("steps must hold at least one (label, shape) pair, got none")
-    lines = ["```mermaid", f"flowchart {direction}"]
-    for i, step in enumerate(steps):
-        if len(step) != 2 or not all(isinstance(n, int) for n in step[1]):
-            raise ValueError(f"steps[{i}] must be a (label, shape) pair, got {step!r}")
-        label, shape = step
-        text = html.escape(str(label)).replace('"', "&quot;")
-        lines.append(f'    s{i}["{text}<br/><b>{tuple(shape)}</b>"]')
-        if i:
-            lines.append(f"    s{i - 1} --> s{i}")
-    lines.append("```")
-    return "\n".join(lines)
-
-
 def figure_scale(fig: plt.Figure) -> str | None:
     """The colour scale shared by the figure's heatmaps, as ``"low..high"``, or
     ``None``.
@@ -271,13 +246,20 @@ def to_html(fig: plt.Figure, alt: str) -> str:
     plt.close(fig)
     dark = light.replace(INK, DARK_INK)
     scale_attr = f' data-scale="{scale}"' if scale else ""
+    # The drawn size, so that a page keeps the figure's room before the image loads.
+    size = re.search(r'<svg[^>]*\bwidth="([\d.]+)pt"[^>]*\bheight="([\d.]+)pt"', light)
+    size_attr = ""
+    if size:
+        width, height = (round(float(v) * 4 / 3) for v in size.groups())  # pt -> CSS px
+        size_attr = f' width="{width}" height="{height}"'
     tags = []
     for variant, svg in (("light", light), ("dark", dark)):
         uri = _data_uri(svg)
         tags.append(
             f'<a class="figure-link figure-{variant}" href="{uri}" '
             f'title="Open the figure at full size">'
-            f'<img class="figure" alt="{html.escape(alt)}"{scale_attr} src="{uri}"></a>'
+            f'<img class="figure" alt="{html.escape(alt)}"{scale_attr}{size_attr} '
+            f'src="{uri}"></a>'
         )
     return '<span class="figure-pair">' + "".join(tags) + "</span>"
 
