@@ -2,45 +2,79 @@
 
 The site is built with SITE_URL at the address it is served at (the ``built_site`` fixture); each
 notebook's .ipynb is downloaded from it and run, as a script, by the Python of a new virtual
-environment that can import torch and matplotlib (borrowed from this one's site-packages
-through a path file) but not ``llm_attention``: the notebook's first code cell must fetch the
-package's modules from the site.
+environment that holds torch, matplotlib and the distributions they require, and nothing else: no
+``llm_attention``, no Jupyter, none of the project's other packages. The notebook's first code cell
+must fetch the package's modules from the site.
+
+The environment is made in a second: each of those distributions is linked, files and metadata,
+from this environment's site-packages (a fresh ``pip install torch matplotlib`` would copy the same
+files). The test checks what the environment can import against that list.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
 import sys
-import sysconfig
 import urllib.request
+from importlib.metadata import distribution
 
 import jupytext
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "docs" / "notebooks").glob("*.py"))
+WANTED = ("torch", "matplotlib")  # what a reader is told a notebook needs
+
+
+def requirement_closure(names) -> dict:
+    """Each distribution in ``names`` and everything it requires here, by canonical name."""
+    found, todo = {}, list(names)
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in found:
+            continue
+        found[name] = dist = distribution(name)
+        for line in dist.requires or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return found
 
 
 @pytest.fixture(scope="module")
 def clean_python(tmp_path_factory) -> pathlib.Path:
-    """A venv's Python with torch and matplotlib, and no llm_attention."""
+    """A venv's Python that has torch, matplotlib and their requirements, and nothing else."""
     venv = tmp_path_factory.mktemp("clean-venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    purelib = subprocess.run(
+    purelib = pathlib.Path(subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
-    ).stdout.strip()
-    # A path line adds that folder only: the .pth files inside it (the editable install) are not read.
-    (pathlib.Path(purelib) / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    ).stdout.strip())
+    dists = requirement_closure(WANTED)
+    for dist in dists.values():
+        # The top-level entries a distribution installed: its packages, modules, .libs and .dist-info.
+        tops = {pathlib.PurePath(f).parts[0] for f in dist.files if not str(f).startswith("..")}
+        for top in tops:
+            source = pathlib.Path(dist.locate_file(top))
+            if source.exists() and not (purelib / top).exists():
+                (purelib / top).symlink_to(source)
     probe = subprocess.run(
-        [str(python), "-c", "import importlib.util as u, torch, matplotlib; print(u.find_spec('llm_attention'))"],
+        [str(python), "-I", "-c",
+         "import json, importlib.metadata as m, importlib.util as u; "
+         "print(json.dumps([sorted({d.metadata['Name'].lower().replace('_', '-') for d in m.distributions()}), "
+         "[n for n in ('llm_attention', 'jupytext', 'transformers', 'IPython') if u.find_spec(n)]]))"],
         capture_output=True, text=True, cwd=venv,
     )
     assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.strip() == "None", "the clean environment can import llm_attention"
+    installed, importable = json.loads(probe.stdout)
+    assert installed == sorted(dists), f"the clean environment holds {installed}, expected {sorted(dists)}"
+    assert not importable, f"the clean environment can import {importable}"
     return python
 
 
