@@ -87,6 +87,9 @@ def test_downloaded_notebook_runs_without_the_package(built_site, clean_python, 
     script = tmp_path / f"{name}.py"
     script.write_text(jupytext.writes(notebook, fmt="py:percent"))
     env = {"PATH": os.environ.get("PATH", ""), "MPLBACKEND": "Agg", "HOME": str(tmp_path)}
+    # The tiny GPT's training run, which the site build made and keyed by the code of the modules
+    # it fetched (the same files): loaded, not trained a third time.
+    env["LLM_ATTENTION_RUN_CACHE"] = os.environ.get("LLM_ATTENTION_RUN_CACHE", "")
     done = subprocess.run([str(clean_python), script.name], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     fetched = sorted(p.name for p in (tmp_path / "llm_attention").glob("*.py"))

@@ -8,15 +8,12 @@ saying why, where Chromium or the browser driver is missing.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
+
 import os
 import pathlib
 from urllib.parse import urlparse
 
 import pytest
-
-from tests.conftest import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -94,75 +91,44 @@ def test_the_site_has_exactly_the_expected_pages(built_site):
     assert sorted(page_paths(built_site.site_dir)) == sorted(PAGES)
 
 
-_PAGE_FACTS = r"""() => ({
-    rawTex: (() => {
-        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT), found = [];
-        while (walker.nextNode()) {
-            const node = walker.currentNode;
-            if (node.parentElement.closest('pre, code, script, style, .katex')) continue;
-            if (/\\\(|\\\[|\$\\[a-zA-Z]|\$\$/.test(node.textContent)) found.push(node.textContent.trim().slice(0, 60));
-        }
-        return found;
-    })(),
-    math: document.querySelectorAll('.arithmatex').length,
-    typeset: document.querySelectorAll('.arithmatex .katex').length,
-    katexErrors: document.querySelectorAll('.katex-error').length,
-    diagrams: [...document.querySelectorAll('.diagram')].filter(d => d.offsetParent !== null).length,
-    brokenImages: [...document.images].filter(i => i.complete && i.naturalWidth === 0).map(i => i.alt || i.src.slice(0, 60)),
-})"""
-
-
-async def _inspect_page(browser, base: str, path: str) -> list[str]:
-    """Open one page as a first visitor would; return what is wrong with it."""
-    page = await browser.new_page(viewport={"width": 1280, "height": 900})
-    sizes, errors, outside = [], [], []
-    first_visit_over = False
-
-    async def size_of(request):
-        return request.url, (await request.sizes())["responseBodySize"]
-
-    def record(request):
-        if not first_visit_over:
-            sizes.append(asyncio.ensure_future(size_of(request)))
-
-    page.on("requestfinished", record)
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-
-    async def route(r):
-        host = urlparse(r.request.url).hostname
-        if r.request.url.startswith("data:") or host in ("127.0.0.1", "localhost"):
-            return await r.continue_()
-        outside.append(r.request.url)
-        return await r.abort()
-
-    await page.route("**/*", route)
-    await page.goto(base + path, wait_until="networkidle")
-    first_visit_over = True  # what scrolling loads is not part of the first visit
-    first_visit = dict(await asyncio.gather(*sizes))
-    heights = []
-    for diagram in await page.locator(".diagram").all():
-        if not await diagram.is_visible():
-            continue  # the other orientation's variant, hidden at this width
-        await diagram.scroll_into_view_if_needed()
-        image = await diagram.locator("img.figure:visible").element_handle()
-        await page.wait_for_function("img => img.complete", arg=image, timeout=10000)
-        heights.append(await image.evaluate("img => img.naturalWidth ? img.getBoundingClientRect().height : 0"))
-    checks = await page.evaluate(_PAGE_FACTS)
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p or "home")
+def test_page_loads_offline_with_math_diagrams_and_figures(built_site, browser, path):
+    transferred = {}
+    page, errors, outside = visit(browser, built_site.url + path, transferred)
+    first_visit = dict(transferred)  # before any scrolling
+    heights = diagram_heights(page)
+    checks = page.evaluate(
+        r"""() => ({
+            rawTex: (() => {
+                const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT), found = [];
+                while (walker.nextNode()) {
+                    const node = walker.currentNode;
+                    if (node.parentElement.closest('pre, code, script, style, .katex')) continue;
+                    if (/\\\(|\\\[|\$\\[a-zA-Z]|\$\$/.test(node.textContent)) found.push(node.textContent.trim().slice(0, 60));
+                }
+                return found;
+            })(),
+            math: document.querySelectorAll('.arithmatex').length,
+            typeset: document.querySelectorAll('.arithmatex .katex').length,
+            katex: document.querySelectorAll('.katex').length,
+            katexErrors: document.querySelectorAll('.katex-error').length,
+            diagrams: [...document.querySelectorAll('.diagram')].filter(d => d.offsetParent !== null).length,
+            brokenImages: [...document.images].filter(i => i.complete && i.naturalWidth === 0).map(i => i.alt || i.src.slice(0, 60)),
+        })"""
+    )
     shots = os.environ.get("SCREENSHOT_DIR")
     if shots:
         pathlib.Path(shots).mkdir(parents=True, exist_ok=True)
         name = (path.strip("/").replace("/", "_") or "home") + ".png"
-        await page.screenshot(path=str(pathlib.Path(shots) / name), full_page=True)
-    await page.close()
-
+        page.screenshot(path=str(pathlib.Path(shots) / name), full_page=True)
+    page.close()
     problems = []
     budget = NOTEBOOK_BUDGET if path.startswith("notebooks/") and path != "notebooks/" else PAGE_BUDGET
     total = sum(first_visit.values())
     if total > budget:
         biggest = sorted(first_visit.items(), key=lambda item: -item[1])[:5]
         problems.append(f"a first visit transfers {total:,} bytes, over {budget:,}; the largest: {biggest}")
-    scripts = [url for url in first_visit if url.endswith(".js")]
+    scripts = [url for url in transferred if url.endswith(".js")]
     if any("mermaid" in url for url in scripts):
         problems.append(f"a diagram library was loaded: {scripts}")
     if errors:
@@ -177,43 +143,7 @@ async def _inspect_page(browser, base: str, path: str) -> list[str]:
         problems.append(f"diagrams not drawn: {checks['diagrams']} on the page, heights shown {heights}")
     if checks["brokenImages"]:
         problems.append(f"images that did not load {checks['brokenImages']}")
-    return problems
-
-
-async def _inspect_pages(base: str, paths: list[str], at_once: int = 4) -> dict[str, list[str]]:
-    from playwright.async_api import async_playwright
-
-    gate = asyncio.Semaphore(at_once)  # pages open together: their waits overlap
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-
-        async def one(path):
-            async with gate:
-                try:
-                    return path, await _inspect_page(browser, base, path)
-                except Exception as error:  # a timeout or a crash is that page's failure
-                    return path, [f"{type(error).__name__}: {error}"]
-
-        reports = dict(await asyncio.gather(*(one(path) for path in paths)))
-        await browser.close()
-    return reports
-
-
-@pytest.fixture(scope="module")
-def page_reports(built_site) -> dict[str, list[str]]:
-    """What is wrong with each page, all pages visited a few at a time (in a thread of its own:
-    a synchronous browser driver may own this thread's event loop)."""
-    if CHROMIUM is None:
-        pytest.skip("no Chromium on this machine (Debian package: chromium)")
-    pytest.importorskip("playwright.async_api", reason="the playwright package is not installed")
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, _inspect_pages(built_site.url, PAGES)).result()
-
-
-@pytest.mark.xdist_group("pages")  # one worker visits every page, several at once
-@pytest.mark.parametrize("path", PAGES, ids=lambda p: p or "home")
-def test_page_loads_offline_with_math_diagrams_and_figures(page_reports, path):
-    assert not page_reports[path], "\n".join(page_reports[path])
+    assert not problems, "\n".join(problems)
 
 
 def test_home_page_draws_its_diagram(built_site, browser):
