@@ -17,8 +17,9 @@ discarded) as soon as a later block of the session misses, so a block never runs
 state the full build would give it. A change under ``src/`` changes the fingerprint, hence every
 key: every page runs again. Failures are never stored.
 
-On by default under ``mkdocs serve``, off under ``mkdocs build`` (CI's strict build runs without
-it; the tests' browser build turns it on, while the tests run every block themselves). ``LLM_ATTENTION_CACHE=0`` turns it off for serve, ``LLM_ATTENTION_CACHE=1`` on for a build.
+On by default under ``mkdocs serve``, off under ``mkdocs build``: CI's strict build runs without
+it; the tests' browser build turns it on (the tests run every block themselves).
+``LLM_ATTENTION_CACHE=0`` turns it off for serve, ``LLM_ATTENTION_CACHE=1`` on for a build.
 Stored in ``.cache/executed/`` (delete the folder to empty it).
 """
 
