@@ -19,10 +19,3 @@ os.environ.setdefault(
 # Notebook scripts are executed by tests/test_notebooks.py, not imported at collection. The API
 # reference's pages only show the package's files whole; the package's own tests run them.
 collect_ignore_glob = ["docs/reference/*.md", "docs/notebooks/*.py", "hooks/*.py", "site/*", "benchmarks/*"]
-
-
-def pytest_xdist_auto_num_workers(config) -> int:
-    """``-n auto``: two workers per core. Many tests spend their time waiting (on the browser, on
-    the background site build, on a subprocess), so twice as many workers keep the cores busy
-    (measured here, 2 cores: 146 s with 4 workers against 168 s with 2)."""
-    return 2 * (os.cpu_count() or 1)

@@ -104,6 +104,9 @@ def pytest_configure(config):
 
         torch.set_num_threads(1)
         os.environ["OMP_NUM_THREADS"] = "1"  # and for the scripts the tests start
+        # The site build (started by the controller, before the workers) is what the browser
+        # tests wait for: the workers give it the cores first.
+        os.nice(5)
     if hasattr(config, "workerinput") or os.environ.get(SHARED_ENV):
         return  # an xdist worker, or a pytest run inside a test: the folder is set already
     shared = tempfile.mkdtemp(prefix="llm-attention-tests-")

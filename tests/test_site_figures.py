@@ -60,12 +60,13 @@ def test_explorers_show_the_printed_weights_and_switch_states(built_site, browse
         shown = figure.evaluate(_READ)
         assert f"\u201c{token}\u201d" in shown["title"]
         assert shown["values"] == rows[i], (path, token)
+    page.mouse.move(0, 0)  # off the figure: a hover must not stand in for the keyboard
     queries.nth(0).focus()
     page.keyboard.press("ArrowDown")
-    page.wait_for_function(  # a busy machine may take a moment; fails after 5 s
+    page.wait_for_function(  # a busy machine may take a moment
         "([f, t]) => f.querySelector('.explorer-readout p').textContent.includes(t)",
         arg=[figure.element_handle(), f"\u201c{tokens[1]}\u201d"],
-        timeout=5000,
+        timeout=15000,
     )
     default_cells = figure.evaluate(_READ)["cells"]
     assert default_cells == [v for row in rows for v in row]
