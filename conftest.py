@@ -19,3 +19,9 @@ os.environ.setdefault(
 # Notebook scripts are executed by tests/test_notebooks.py, not imported at collection. The API
 # reference's pages only show the package's files whole; the package's own tests run them.
 collect_ignore_glob = ["docs/reference/*.md", "docs/notebooks/*.py", "hooks/*.py", "site/*", "benchmarks/*"]
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Run the tests that need the built site last: while the site builds in the background, the
+    workers do everything else instead of waiting for it."""
+    items.sort(key=lambda item: "built_site" in getattr(item, "fixturenames", ()))

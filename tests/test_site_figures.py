@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.test_site_browser import arrive
+
 CHAPTERS = [
     "chapters/why-attention/",
     "chapters/simple-self-attention/",
@@ -24,8 +26,7 @@ EXPLORER_PAGES = [*CHAPTERS[1:5], "at-work/watching-attention-learn/"]
 
 def _open(browser, url, width=1280):
     page = browser.new_page(viewport={"width": width, "height": 900})
-    page.goto(url)
-    page.wait_for_load_state("networkidle")
+    arrive(page, url)
     return page
 
 
