@@ -85,7 +85,7 @@ def parse(source: str) -> Graph:
     edges: list[tuple[str, str, str]] = []
 
     def declare(node_id: str, label: str | None, line_no: int) -> None:
-        if node_id in top.children or any(node_id in g.children for g in _walk(top)):
+        if any(node_id in g.children for g in _walk(top)):
             if label is not None:
                 raise ValueError(
                     f"line {line_no}: {node_id!r} is a subgraph, not a node"
@@ -155,11 +155,7 @@ def _place_edges(top: Graph, edges: list[tuple[str, str, str]]) -> None:
 
     def path_to(node_id: str) -> list[tuple[Graph, str]]:
         # [(graph, id in that graph of what holds node_id), ...], from the top down
-        for graph in _walk(top):
-            if node_id in graph.nodes and node_id not in graph.children:
-                break
-        else:
-            graph = next(g for g in _walk(top) if node_id in g.nodes)
+        graph = next(g for g in _walk(top) if node_id in g.nodes)  # each id has one owner
         trail = [(graph, node_id)]
         while trail[0][0] is not top:
             parent = next(g for g in _walk(top) if trail[0][0] in g.children.values())
@@ -588,11 +584,11 @@ def _draw(ax: plt.Axes, graph: Graph, placed: Layout, dx: float, dy: float) -> N
             )
         )
         lines = _lines(label)
-        top = dx + 0, dy + box.y - len(lines) * LINE_HEIGHT / 2
+        top = dy + box.y - len(lines) * LINE_HEIGHT / 2
         for i, (text, style) in enumerate(lines):
             ax.text(
                 dx + box.x,
-                top[1] + (i + 0.5) * LINE_HEIGHT,
+                top + (i + 0.5) * LINE_HEIGHT,
                 text,
                 ha="center",
                 va="center_baseline",
