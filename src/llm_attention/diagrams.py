@@ -155,7 +155,8 @@ def _place_edges(top: Graph, edges: list[tuple[str, str, str]]) -> None:
 
     def path_to(node_id: str) -> list[tuple[Graph, str]]:
         # [(graph, id in that graph of what holds node_id), ...], from the top down
-        graph = next(g for g in _walk(top) if node_id in g.nodes)  # each id has one owner
+        # Each id is a node of exactly one graph.
+        graph = next(g for g in _walk(top) if node_id in g.nodes)
         trail = [(graph, node_id)]
         while trail[0][0] is not top:
             parent = next(g for g in _walk(top) if trail[0][0] in g.children.values())
