@@ -1,7 +1,8 @@
-"""Visit every page of the built site in headless Chromium.
+"""Visit every page of the built site in headless Chromium, once each.
 
-Each page must load with no console error and no request leaving localhost; math must be
-typeset, diagrams shown and figures present. Set SCREENSHOT_DIR to keep a screenshot of each
+Each page must load within its byte budget, with no console error and no request leaving
+localhost; math must be typeset, diagrams shown and figures present; the figures' own checks
+(tests/figure_checks.py) run in the same visit. Set SCREENSHOT_DIR to keep a screenshot of each
 page. The site is built once per run (the ``built_site`` fixture of tests/conftest.py); skips,
 saying why, where Chromium or the browser driver is missing.
 """
@@ -14,6 +15,8 @@ import pathlib
 from urllib.parse import urlparse
 
 import pytest
+
+from tests import figure_checks
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -50,13 +53,15 @@ NOTEBOOK_BUDGET = 1_400_000
 
 
 def visit(browser, url: str, transferred: dict | None = None):
-    """Open a page; return (page, console errors, requests that left localhost).
+    """Open a page in a new browser context; return (page, console errors, requests that left
+    localhost).
 
-    ``transferred``, when given, receives the body size of every response, by URL."""
+    ``transferred``, when given, receives (body size, resource type) of every response, by URL."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors, outside = [], []
     if transferred is not None:
-        page.on("requestfinished", lambda r: transferred.__setitem__(r.url, r.sizes()["responseBodySize"]))
+        page.on("requestfinished", lambda r: transferred.__setitem__(
+            r.url, (r.sizes()["responseBodySize"], r.resource_type)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
@@ -67,7 +72,7 @@ def visit(browser, url: str, transferred: dict | None = None):
         outside.append(r.request.url)
         return r.abort()
 
-    page.route("**/*", route)
+    page.route("**/*", route)  # intercepting every request also keeps the HTTP cache out
     arrive(page, url)
     return page, errors, outside
 
@@ -100,108 +105,121 @@ def diagram_heights(page) -> list[float]:
     return heights
 
 
+_PAGE_FACTS = r"""() => ({
+    rawTex: (() => {
+        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT), found = [];
+        while (walker.nextNode()) {
+            const node = walker.currentNode;
+            if (node.parentElement.closest('pre, code, script, style, .katex')) continue;
+            if (/\\\(|\\\[|\$\\[a-zA-Z]|\$\$/.test(node.textContent)) found.push(node.textContent.trim().slice(0, 60));
+        }
+        return found;
+    })(),
+    math: document.querySelectorAll('.arithmatex').length,
+    typeset: document.querySelectorAll('.arithmatex .katex').length,
+    katex: document.querySelectorAll('.katex').length,
+    katexErrors: document.querySelectorAll('.katex-error').length,
+    diagrams: [...document.querySelectorAll('.diagram')].filter(d => d.offsetParent !== null).length,
+    brokenImages: [...document.images].filter(i => i.complete && i.naturalWidth === 0).map(i => i.alt || i.src.slice(0, 60)),
+})"""
+
+
+def check_first_visit(path: str, first_visit: dict, errors: list, outside: list) -> None:
+    """Within the byte budget, no diagram library, no console error, nothing fetched from outside."""
+    budget = NOTEBOOK_BUDGET if path.startswith("notebooks/") and path != "notebooks/" else PAGE_BUDGET
+    sizes = {url: size for url, (size, _) in first_visit.items()}
+    total = sum(sizes.values())
+    biggest = sorted(sizes.items(), key=lambda item: -item[1])[:5]
+    assert total <= budget, f"a first visit transfers {total:,} bytes, over {budget:,}; the largest: {biggest}"
+    scripts = [url for url in first_visit if url.endswith(".js")]
+    assert not any("mermaid" in url for url in scripts), f"a diagram library was loaded: {scripts}"
+    assert not errors, f"console errors {errors}"
+    assert not outside, f"requests left localhost {outside}"
+
+
+def check_math_diagrams_and_images(page) -> None:
+    """Every formula typeset (no raw TeX left), every diagram shown, no broken image."""
+    heights = diagram_heights(page)
+    facts = page.evaluate(_PAGE_FACTS)
+    assert not facts["rawTex"], f"raw TeX on the page: {facts['rawTex']}"
+    assert facts["typeset"] == facts["math"] and not facts["katexErrors"], f"math not typeset {facts}"
+    assert len(heights) == facts["diagrams"] and all(h > 40 for h in heights), (
+        f"diagrams not drawn: {facts['diagrams']} on the page, heights shown {heights}")
+    assert not facts["brokenImages"], f"images that did not load {facts['brokenImages']}"
+
+
+def check_home(page) -> None:
+    """The chapter map is drawn large, code has a copy button, search finds a chapter's word and
+    the palette switch flips light and dark."""
+    heights = diagram_heights(page)
+    assert heights and min(heights) > 300, f"the chapter map was not drawn at a readable size: {heights}"
+    assert page.locator("button.md-code__button[title='Copy to clipboard']").count() >= 1, "no copy button"
+    page.locator(".md-search__input").first.click()
+    page.keyboard.type("journey")
+    page.wait_for_selector(".md-search-result__item", timeout=15000)
+    assert page.locator(".md-search-result__item").count() >= 1, "search found nothing"
+    page.keyboard.press("Escape")
+    before = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
+    page.locator("form[data-md-component=palette] label:visible").first.click()
+    after = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
+    assert {before, after} == {"default", "slate"}, (before, after)
+
+
+def check_notebook_downloads(page) -> None:
+    """The notebook page shows its formula and heatmap and links its .ipynb and script."""
+    assert page.locator(".katex").count() >= 1, "the notebook's formula was not typeset"
+    assert page.locator(".jupyter-wrapper img[src^='data:image/png']").count() >= 1, "no heatmap image"
+    links = page.locator("a.md-button[download]")
+    assert links.count() == 2, links.count()
+    notebook = page.request.get(links.nth(0).evaluate("a => a.href"))
+    assert notebook.ok and notebook.json()["cells"], "the .ipynb download is not a notebook"
+    script = page.request.get(links.nth(1).evaluate("a => a.href"))
+    assert script.ok and "# %%" in script.text(), "the script download is not the notebook's source"
+
+
 def test_the_site_has_exactly_the_expected_pages(built_site):
     assert "" in PAGES and "notebooks/toy_heatmap/" in PAGES, PAGES
     assert sorted(page_paths(built_site.site_dir)) == sorted(PAGES)
 
 
 @pytest.mark.parametrize("path", PAGES, ids=lambda p: p or "home")
-def test_page_loads_offline_with_math_diagrams_and_figures(built_site, browser, path):
+def test_page_in_the_browser(built_site, browser, path):
+    """One visit per page runs every check that applies to it, in an order where the checks
+    that change the page (scrolling, hovering, clicking, narrowing the window) come last, and
+    reports every check that failed."""
     transferred = {}
     page, errors, outside = visit(browser, built_site.url + path, transferred)
     first_visit = dict(transferred)  # before any scrolling
-    heights = diagram_heights(page)
-    checks = page.evaluate(
-        r"""() => ({
-            rawTex: (() => {
-                const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT), found = [];
-                while (walker.nextNode()) {
-                    const node = walker.currentNode;
-                    if (node.parentElement.closest('pre, code, script, style, .katex')) continue;
-                    if (/\\\(|\\\[|\$\\[a-zA-Z]|\$\$/.test(node.textContent)) found.push(node.textContent.trim().slice(0, 60));
-                }
-                return found;
-            })(),
-            math: document.querySelectorAll('.arithmatex').length,
-            typeset: document.querySelectorAll('.arithmatex .katex').length,
-            katex: document.querySelectorAll('.katex').length,
-            katexErrors: document.querySelectorAll('.katex-error').length,
-            diagrams: [...document.querySelectorAll('.diagram')].filter(d => d.offsetParent !== null).length,
-            brokenImages: [...document.images].filter(i => i.complete && i.naturalWidth === 0).map(i => i.alt || i.src.slice(0, 60)),
-        })"""
-    )
+    checks = [
+        ("first visit", lambda: check_first_visit(path, first_visit, errors, outside)),
+        ("math, diagrams, images", lambda: check_math_diagrams_and_images(page)),
+    ]
+    if path == "chapters/causal-attention/":
+        checks.append(("lazy figures", lambda: figure_checks.check_lazy_figures(page, first_visit)))
+    if path in figure_checks.FIGURE_PAGES:
+        checks.append(("weights figures", lambda: figure_checks.check_weights_figures(page, path)))
+    if path in figure_checks.EXPLORER_PAGES:
+        checks.append(("explorable figure", lambda: figure_checks.check_explorer(page, path)))
+    if path == "notebooks/toy_heatmap/":
+        checks.append(("notebook downloads", lambda: check_notebook_downloads(page)))
+    if path == "":
+        checks.append(("home page", lambda: check_home(page)))
+    if path in figure_checks.CHAPTERS:
+        checks.append(("phone width", lambda: figure_checks.check_phone_width(page, path)))
+    failures = []
+    for name, check in checks:
+        try:
+            check()
+        except AssertionError as failure:
+            failures.append(f"{name}: {failure}")
     shots = os.environ.get("SCREENSHOT_DIR")
     if shots:
         pathlib.Path(shots).mkdir(parents=True, exist_ok=True)
         name = (path.strip("/").replace("/", "_") or "home") + ".png"
+        page.set_viewport_size({"width": 1280, "height": 900})
         page.screenshot(path=str(pathlib.Path(shots) / name), full_page=True)
     page.close()
-    problems = []
-    budget = NOTEBOOK_BUDGET if path.startswith("notebooks/") and path != "notebooks/" else PAGE_BUDGET
-    total = sum(first_visit.values())
-    if total > budget:
-        biggest = sorted(first_visit.items(), key=lambda item: -item[1])[:5]
-        problems.append(f"a first visit transfers {total:,} bytes, over {budget:,}; the largest: {biggest}")
-    scripts = [url for url in transferred if url.endswith(".js")]
-    if any("mermaid" in url for url in scripts):
-        problems.append(f"a diagram library was loaded: {scripts}")
-    if errors:
-        problems.append(f"console errors {errors}")
-    if outside:
-        problems.append(f"requests left localhost {outside}")
-    if checks["rawTex"]:
-        problems.append(f"raw TeX on the page: {checks['rawTex']}")
-    if checks["typeset"] != checks["math"] or checks["katexErrors"]:
-        problems.append(f"math not typeset {checks}")
-    if len(heights) != checks["diagrams"] or not all(h > 40 for h in heights):
-        problems.append(f"diagrams not drawn: {checks['diagrams']} on the page, heights shown {heights}")
-    if checks["brokenImages"]:
-        problems.append(f"images that did not load {checks['brokenImages']}")
-    assert not problems, "\n".join(problems)
-
-
-def test_home_page_draws_its_diagram(built_site, browser):
-    base = built_site.url
-    page, _, _ = visit(browser, base)
-    heights = diagram_heights(page)
-    assert heights and min(heights) > 300, f"the chapter map was not drawn at a readable size: {heights}"
-    assert page.locator("button.md-code__button[title='Copy to clipboard']").count() >= 1, "code blocks have no copy button"
-    page.close()
-
-
-def test_notebook_page_has_typeset_math_heatmap_and_downloads(built_site, browser):
-    base = built_site.url
-    page, _, _ = visit(browser, base + "notebooks/toy_heatmap/")
-    assert page.locator(".katex").count() >= 1, "the notebook's formula was not typeset"
-    assert page.locator(".jupyter-wrapper img[src^='data:image/png']").count() >= 1, "no heatmap image"
-    links = page.locator("a.md-button[download]")
-    assert links.count() == 2
-    notebook = page.request.get(links.nth(0).evaluate("a => a.href"))
-    assert notebook.ok and notebook.json()["cells"], "the .ipynb download is not a notebook"
-    script = page.request.get(links.nth(1).evaluate("a => a.href"))
-    assert script.ok and "# %%" in script.text(), "the script download is not the notebook's source"
-    page.close()
-
-
-def test_search_finds_a_word_from_the_chapters(built_site, browser):
-    base = built_site.url
-    page, errors, _ = visit(browser, base)
-    page.locator(".md-search__input").first.click()
-    page.keyboard.type("journey")
-    page.wait_for_selector(".md-search-result__item", timeout=15000)
-    assert page.locator(".md-search-result__item").count() >= 1
-    assert not errors, errors
-    page.close()
-
-
-def test_dark_palette_toggles(built_site, browser):
-    base = built_site.url
-    page, _, _ = visit(browser, base)
-    before = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
-    page.locator("form[data-md-component=palette] label:visible").first.click()
-    after = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
-    assert {before, after} == {"default", "slate"}, (before, after)
-    page.close()
+    assert not failures, "\n".join(failures)
 
 
 def test_the_header_links_the_repository_only_when_told(built_site):
