@@ -83,7 +83,7 @@ MODES = ("forward", "forward+backward")
 
 # min_run_time: seconds of one implementation's block in a round
 FULL = dict(d_model=768, num_heads=12, sizes=[(8, 128), (8, 256), (8, 512), (8, 1024), (1, 4096)], min_run_time=0.3, rounds=3, matmul_n=2048)
-QUICK = dict(d_model=64, num_heads=4, sizes=[(2, 16), (2, 32), (1, 64)], min_run_time=0.02, rounds=2, matmul_n=128)
+QUICK = dict(d_model=64, num_heads=4, sizes=[(2, 16), (2, 32), (1, 64)], min_run_time=0.002, rounds=2, matmul_n=128)
 MMAP_THRESHOLD = 64 * 1024
 
 

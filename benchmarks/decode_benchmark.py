@@ -60,7 +60,7 @@ LABELS = {
 FULL = dict(d_model=4096, num_heads=32, head_dim=128, window=1024,
             held=[512, 1024, 2048, 4096], rounds=5, min_run_time=0.2)
 QUICK = dict(d_model=256, num_heads=16, head_dim=16, window=64,
-             held=[32, 64, 128], rounds=2, min_run_time=0.01)
+             held=[32, 64, 128], rounds=2, min_run_time=0.001)
 
 
 def build(setting: str, config: dict, context_length: int) -> ModernAttention:

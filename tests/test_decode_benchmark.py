@@ -5,23 +5,19 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
-import sys
+
+from tests.scripts import run_main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "decode_benchmark.py"
 SETTINGS = {"mha", "gqa", "mqa", "window"}
 
 
-def test_quick_run_writes_results_and_plot(tmp_path):
+def test_quick_run_writes_results_and_plot(tmp_path, capsys):
     results, plot = tmp_path / "results.json", tmp_path / "plot.svg"
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--results", str(results),
-         "--plot", str(plot)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "[1/3]" in done.stderr  # progress lines
+    run_main(SCRIPT, "--quick", "--results", str(results), "--plot", str(plot))
+    done = capsys.readouterr()
+    assert "[1/3]" in done.err  # progress lines
     report = json.loads(results.read_text())
     assert report["machine"]["quick"] is True and report["machine"]["threads"] == 1
     rows = report["results"]
@@ -30,7 +26,7 @@ def test_quick_run_writes_results_and_plot(tmp_path):
     assert all(r["median_s"] > 0 for r in rows)
     assert report["ratios"]["gqa_cache_vs_mha"] == 1 / 8  # bytes are exact, not timed
     assert "<svg" in plot.read_text()
-    assert "gqa_time_vs_mha" in done.stdout
+    assert "gqa_time_vs_mha" in done.out
 
 
 def test_committed_results_come_from_a_full_run():

@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
-import sys
+
+from tests.scripts import run_main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "kv_cache_benchmark.py"
 
 
-def run(*args, cwd):
-    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, check=False)  # fmt: skip
-
-
-def test_quick_run_writes_results_and_plot(tmp_path):
+def test_quick_run_writes_results_and_plot(tmp_path, capsys):
     results, plot = tmp_path / "results.json", tmp_path / "plot.svg"
-    done = run("--quick", "--threads", "1", "--results", str(results), "--plot", str(plot), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "uncached: 64/64 tokens" in done.stderr  # progress lines
+    run_main(SCRIPT, "--quick", "--threads", "1", "--results", str(results), "--plot", str(plot))
+    done = capsys.readouterr()
+    assert "uncached: 64/64 tokens" in done.err  # progress lines
     report = json.loads(results.read_text())
     assert report["machine"]["quick"] is True and report["machine"]["threads"] == 1
     for key in ("cpu_model", "torch", "python", "date"):
@@ -31,7 +26,7 @@ def test_quick_run_writes_results_and_plot(tmp_path):
     assert [row["new_tokens"] for row in report["table"]] == report["config"]["lengths"]
     assert set(report["goals"]) == {"speedup_at_max", "cached_last_vs_first", "uncached_last_vs_first"}
     assert "<svg" in plot.read_text()
-    assert "speedup_at_max" in done.stdout  # the ratios are printed
+    assert "speedup_at_max" in done.out  # the ratios are printed
 
 
 def test_the_committed_results_are_a_full_run():
