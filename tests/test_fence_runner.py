@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import pathlib
 import re
-import subprocess
-import sys
 import textwrap
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+import llm_attention.toy  # noqa: F401
+
+# The page's fences run in this process (pytester). It forgets the modules an inner run imports,
+# and torch cannot be imported a second time: hence the import above, before any inner run.
+pytest_plugins = ["pytester"]
 
 PAGE = textwrap.dedent(
     '''
@@ -55,24 +56,23 @@ PAGE = textwrap.dedent(
 )
 
 
-def run_pytest(tmp_path, *args):
-    page = tmp_path / "page.md"
-    page.write_text(PAGE)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.fences", "--markdown-docs",
-         "--markdown-docs-syntax=superfences", "-p", "no:cacheprovider", "-rA", "page.md", *args],
-        cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""},
+def run_pytest(pytester, *args) -> str:
+    """Run pytest on the page above, in this process (a page of its own each time)."""
+    (pytester.path / "page.md").write_text(PAGE)  # as is: the tests name its line numbers
+    (pytester.path / "pytest.ini").write_text("[pytest]\n")
+    result = pytester.runpytest_inprocess(
+        "-p", "tests.fences", "--markdown-docs", "--markdown-docs-syntax=superfences",
+        "-p", "no:cacheprovider", "-rA", "page.md", *args,
     )
+    return "\n".join(result.outlines)
 
 
-def test_fences_in_admonitions_and_tabs_run_and_sessions_are_shared(tmp_path):
-    result = run_pytest(tmp_path)
-    out = result.stdout
+def test_fences_in_admonitions_and_tabs_run_and_sessions_are_shared(pytester):
+    out = run_pytest(pytester)
     assert "admonition fence ran" in out and "tab fence ran" in out, out
     assert re.search(r"2 failed, 6 passed", out), out
 
 
-def test_a_fence_run_alone_replays_its_session(tmp_path):
-    result = run_pytest(tmp_path, "-k", "line:34")
-    assert re.search(r"\b1 passed\b", result.stdout), result.stdout
+def test_a_fence_run_alone_replays_its_session(pytester):
+    out = run_pytest(pytester, "-k", "line:34")
+    assert re.search(r"\b1 passed\b", out), out

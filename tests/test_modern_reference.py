@@ -14,58 +14,78 @@ Outputs are compared at real tokens (a padding query has no meaning in either).
 
 from __future__ import annotations
 
+import functools
 import os
+import pathlib
+from types import SimpleNamespace
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported
 
-import pytest
-import torch
-
-transformers = pytest.importorskip("transformers")
-from transformers import DynamicCache, LlamaConfig, MistralConfig, Qwen3Config  # noqa: E402
-from transformers.masking_utils import (  # noqa: E402
-    create_causal_mask,
-    create_sliding_window_causal_mask,
-)
-from transformers.models.llama import modeling_llama  # noqa: E402
-from transformers.models.mistral import modeling_mistral  # noqa: E402
-from transformers.models.qwen3 import modeling_qwen3  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from llm_attention.modern import ModernAttention, from_hf_state_dict  # noqa: E402
+
+# transformers takes seconds to import: it is imported when a test first needs it, not when the
+# tests are collected, and these tests run in the worker that runs the combined-module page's
+# code (which imports it too).
+pytestmark = pytest.mark.xdist_group(
+    (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern" / "combined.md").as_posix()
+)
 
 # The tolerance stated on the combined-module page: float32, outputs of size about 1.
 TOL = dict(atol=1e-5, rtol=1e-5)
 COMMON = dict(max_position_embeddings=32, attn_implementation="eager")
+FAMILY_NAMES = ["llama", "mistral", "qwen3"]
 
-FAMILIES = {
-    "llama": (
-        LlamaConfig(hidden_size=48, num_attention_heads=6, num_key_value_heads=2,
-                    attention_bias=True, rope_theta=500000.0, **COMMON),
-        modeling_llama.LlamaAttention, modeling_llama.LlamaRotaryEmbedding,
-        create_causal_mask, dict(qkv_bias=True, out_bias=True),
-    ),
-    "mistral": (
-        MistralConfig(hidden_size=64, num_attention_heads=8, num_key_value_heads=2,
-                      sliding_window=5, **COMMON),
-        modeling_mistral.MistralAttention, modeling_mistral.MistralRotaryEmbedding,
-        create_sliding_window_causal_mask, dict(window=5),
-    ),
-    "qwen3": (
-        Qwen3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=1,
-                    head_dim=16, rms_norm_eps=1e-6, **COMMON),
-        modeling_qwen3.Qwen3Attention, modeling_qwen3.Qwen3RotaryEmbedding,
-        create_causal_mask, dict(qk_norm=True, head_dim=16, norm_eps=1e-6),
-    ),
-}
+
+@functools.cache
+def hf() -> SimpleNamespace:
+    """The parts of transformers these tests use; skips the tests where it is not installed."""
+    pytest.importorskip("transformers")
+    from transformers import DynamicCache, LlamaConfig, MistralConfig, Qwen3Config
+    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+    from transformers.models.llama import modeling_llama
+    from transformers.models.mistral import modeling_mistral
+    from transformers.models.qwen3 import modeling_qwen3
+
+    return SimpleNamespace(**locals())
+
+
+def families() -> dict:
+    """Name -> (config, attention class, rotary class, mask maker, our layer's options)."""
+    t = hf()
+    return {
+        "llama": (
+            t.LlamaConfig(hidden_size=48, num_attention_heads=6, num_key_value_heads=2,
+                          attention_bias=True, rope_theta=500000.0, **COMMON),
+            t.modeling_llama.LlamaAttention, t.modeling_llama.LlamaRotaryEmbedding,
+            t.create_causal_mask, dict(qkv_bias=True, out_bias=True),
+        ),
+        "mistral": (
+            t.MistralConfig(hidden_size=64, num_attention_heads=8, num_key_value_heads=2,
+                            sliding_window=5, **COMMON),
+            t.modeling_mistral.MistralAttention, t.modeling_mistral.MistralRotaryEmbedding,
+            t.create_sliding_window_causal_mask, dict(window=5),
+        ),
+        "qwen3": (
+            t.Qwen3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=1,
+                          head_dim=16, rms_norm_eps=1e-6, **COMMON),
+            t.modeling_qwen3.Qwen3Attention, t.modeling_qwen3.Qwen3RotaryEmbedding,
+            t.create_causal_mask, dict(qk_norm=True, head_dim=16, norm_eps=1e-6),
+        ),
+    }
+
+
 B, T, PROMPT = 3, 12, 7
 
 
-@pytest.fixture(scope="module", params=sorted(FAMILIES))
+@pytest.fixture(scope="module", params=FAMILY_NAMES)
 def pair(request):
     """(config, reference layer, its rotary module, its mask maker, our layer), built
     once per family for the whole module."""
-    config, attention_class, rotary_class, make_mask, options = FAMILIES[request.param]
-    torch.manual_seed(sorted(FAMILIES).index(request.param))
+    config, attention_class, rotary_class, make_mask, options = families()[request.param]
+    torch.manual_seed(FAMILY_NAMES.index(request.param))
     reference = attention_class(config, layer_idx=0).eval()
     with torch.no_grad():  # norms start at one: make their weights count too
         for name, p in reference.named_parameters():
@@ -121,7 +141,7 @@ def test_cached_decoding_matches(pair, padded, fast_path):
     name, config, *_, ours = pair
     x, padding = inputs(config, 3, padded)
     ours.fast_path = fast_path
-    hf_cache, our_cache = DynamicCache(config=config), ours.make_cache(B)
+    hf_cache, our_cache = hf().DynamicCache(config=config), ours.make_cache(B)
     steps = [(0, PROMPT)] + [(i, i + 1) for i in range(PROMPT, T)]
     with torch.no_grad():
         for start, end in steps:
@@ -138,11 +158,11 @@ def test_cached_decoding_matches(pair, padded, fast_path):
 
 
 def test_whole_model_state_dict_loads_by_prefix():
-    config = Qwen3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=1,
-                         head_dim=16, num_hidden_layers=2, intermediate_size=64,
-                         vocab_size=10, **COMMON)
+    config = hf().Qwen3Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=1,
+                              head_dim=16, num_hidden_layers=2, intermediate_size=64,
+                              vocab_size=10, **COMMON)
     torch.manual_seed(0)
-    model = modeling_qwen3.Qwen3Model(config)
+    model = hf().modeling_qwen3.Qwen3Model(config)
     prefix = "layers.1.self_attn."
     renamed = from_hf_state_dict(model.state_dict(), prefix)
     assert sorted(renamed) == sorted(

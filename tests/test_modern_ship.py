@@ -78,6 +78,7 @@ def test_ddp_over_two_processes_equals_one_process(tmp_path):
         torch.testing.assert_close(trained[name], value, atol=1e-6, rtol=1e-5, msg=name)
 
 
+@pytest.mark.xdist_group("torch.compile")  # with the other compiling tests: one warm-up
 @pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
 def test_compiled_matches_eager(fast_path):
     module = build().eval()

@@ -14,6 +14,10 @@ import torch
 
 from llm_attention.multihead import MultiHeadAttention
 
+# The first torch.compile in a process imports and warms up the compiler (seconds): every test
+# that compiles runs in one worker.
+pytestmark = pytest.mark.xdist_group("torch.compile")
+
 
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="torch.compile on CPU needs a C compiler; none found")
 @pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
