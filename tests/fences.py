@@ -164,6 +164,7 @@ class SessionRunner(DefaultRunner):
             exec(code, namespace)
 
 
+@pytest.hookimpl(tryfirst=True)  # before the worker's own hook reads the groups
 def pytest_collection_modifyitems(items) -> None:
     """Keep the fences of one page in one worker under ``--dist loadgroup`` (pytest-xdist), so a
     session's namespace is advanced fence by fence instead of replayed in several processes."""

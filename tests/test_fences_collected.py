@@ -89,3 +89,13 @@ def test_sessions_belong_to_one_page():
                 assert owner.setdefault(session, page) == page, (
                     f"session {session!r} is used by {owner[session].name} and {page.name}"
                 )
+
+
+@pytest.mark.xdist_group("grouping-check")
+def test_a_group_reaches_the_scheduler(request):
+    """Under ``--dist loadgroup`` a grouped test's id carries its group: that is how pytest-xdist
+    keeps a page's fences in one worker (and it silently stops doing so with some pytest
+    versions: see requirements.txt)."""
+    if not request.config.getvalue("loadgroup"):
+        pytest.skip("not run by a pytest-xdist worker with --dist loadgroup")
+    assert request.node.nodeid.endswith("@grouping-check"), request.node.nodeid
