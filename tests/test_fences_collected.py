@@ -96,6 +96,6 @@ def test_a_group_reaches_the_scheduler(request):
     """Under ``--dist loadgroup`` a grouped test's id carries its group: that is how pytest-xdist
     keeps a page's fences in one worker (and it silently stops doing so with some pytest
     versions: see requirements.txt)."""
-    if not request.config.getvalue("loadgroup"):
+    if not getattr(request.config.option, "loadgroup", False):
         pytest.skip("not run by a pytest-xdist worker with --dist loadgroup")
     assert request.node.nodeid.endswith("@grouping-check"), request.node.nodeid
