@@ -47,7 +47,7 @@ def check_explorer(page, path: str) -> None:
     queries = figure.locator(".explorer-query")
     assert queries.count() == len(tokens), (queries.count(), tokens)
     for i, token in enumerate(tokens):
-        queries.nth(i).hover()
+        queries.nth(i).hover(force=True)  # a real pointer move; the figure does not move
         shown = figure.evaluate(_READ)
         assert f"\u201c{token}\u201d" in shown["title"], (token, shown["title"])
         assert shown["values"] == rows[i], (token, shown["values"], rows[i])

@@ -107,6 +107,7 @@ def notebook_runner(clean_python):
     server.wait(timeout=30)
 
 
+@pytest.mark.xdist_group("notebook downloads")  # one clean environment and runner per run
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_downloaded_notebook_runs_without_the_package(built_site, notebook_runner, tmp_path, name):
     url = f"{built_site.url}notebooks/{name}/{name}.ipynb"
