@@ -92,7 +92,7 @@ def check_weights_figures(page, path: str) -> None:
 def check_lazy_figures(page, sizes_by_type: dict) -> None:
     """The page's HTML and the figures of its first screen stay within 500 kB: the figures load
     lazily, in the light palette only, and none is inlined."""
-    documents_and_images = {url: size for url, (size, kind) in sizes_by_type.items() if kind in ("document", "image")}
+    documents_and_images = {url: size for url, (size, kind) in sizes_by_type.items() if kind in ("navigation", "img")}
     assert 0 < sum(documents_and_images.values()) <= 500_000, documents_and_images
     assert not page.evaluate("document.documentElement.outerHTML.includes('data:image/svg')"), "an inline SVG"
     loaded = [url for url in documents_and_images if "/assets/figures/" in url]

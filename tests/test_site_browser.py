@@ -52,29 +52,34 @@ PAGE_BUDGET = 1_000_000
 NOTEBOOK_BUDGET = 1_400_000
 
 
-def visit(browser, url: str, transferred: dict | None = None):
-    """Open a page in a new browser context; return (page, console errors, requests that left
-    localhost).
-
-    ``transferred``, when given, receives (body size, resource type) of every response, by URL."""
+def visit(browser, url: str):
+    """Open a page in a new browser context (nothing cached); return (page, console errors,
+    requests that left localhost). Requests are watched, not intercepted: intercepting each one
+    costs a round trip through the test process."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors, outside = [], []
-    if transferred is not None:
-        page.on("requestfinished", lambda r: transferred.__setitem__(
-            r.url, (r.sizes()["responseBodySize"], r.resource_type)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
-    def route(r):
-        host = urlparse(r.request.url).hostname
-        if r.request.url.startswith("data:") or host in ("127.0.0.1", "localhost"):
-            return r.continue_()
-        outside.append(r.request.url)
-        return r.abort()
+    def watch(request):
+        if not request.url.startswith("data:") and urlparse(request.url).hostname not in ("127.0.0.1", "localhost"):
+            outside.append(request.url)
 
-    page.route("**/*", route)  # intercepting every request also keeps the HTTP cache out
+    page.on("request", watch)
     arrive(page, url)
     return page, errors, outside
+
+
+# What the page has transferred so far, from the browser's own record (Resource Timing): URL ->
+# (body bytes, what asked for it: "navigation" for the page itself, "img", "script", "fetch"...).
+# It counts what the workers the page starts fetched too.
+_TRANSFERRED = """() => Object.fromEntries(
+    [...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')]
+        .map(e => [e.name, [e.encodedBodySize, e.initiatorType]]))"""
+
+
+def transferred(page) -> dict:
+    return {url: tuple(entry) for url, entry in page.evaluate(_TRANSFERRED).items()}
 
 
 # A first visit is over once the page has loaded, the search index (fetched by the theme's
@@ -131,7 +136,7 @@ def check_first_visit(path: str, first_visit: dict, errors: list, outside: list)
     total = sum(sizes.values())
     biggest = sorted(sizes.items(), key=lambda item: -item[1])[:5]
     assert total <= budget, f"a first visit transfers {total:,} bytes, over {budget:,}; the largest: {biggest}"
-    scripts = [url for url in first_visit if url.endswith(".js")]
+    scripts = [url for url, (_, kind) in first_visit.items() if kind == "script" or url.endswith(".js")]
     assert not any("mermaid" in url for url in scripts), f"a diagram library was loaded: {scripts}"
     assert not errors, f"console errors {errors}"
     assert not outside, f"requests left localhost {outside}"
@@ -187,9 +192,8 @@ def test_page_in_the_browser(built_site, browser, path):
     """One visit per page runs every check that applies to it, in an order where the checks
     that change the page (scrolling, hovering, clicking, narrowing the window) come last, and
     reports every check that failed."""
-    transferred = {}
-    page, errors, outside = visit(browser, built_site.url + path, transferred)
-    first_visit = dict(transferred)  # before any scrolling
+    page, errors, outside = visit(browser, built_site.url + path)
+    first_visit = transferred(page)  # before any scrolling
     checks = [
         ("first visit", lambda: check_first_visit(path, first_visit, errors, outside)),
         ("math, diagrams, images", lambda: check_math_diagrams_and_images(page)),
