@@ -54,12 +54,13 @@ NOTEBOOK_BUDGET = 1_400_000
 
 def visit(browser, url: str):
     """Open a page in a new browser context (nothing cached); return (page, console errors,
-    requests that left localhost). Requests are watched, not intercepted: intercepting each one
-    costs a round trip through the test process."""
+    requests that left localhost, URLs fetched so far). Requests are watched, not intercepted:
+    intercepting each one costs a round trip through the test process."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    errors, outside = [], []
+    errors, outside, fetched = [], [], []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("requestfinished", lambda request: fetched.append(request.url))
 
     def watch(request):
         if not request.url.startswith("data:") and urlparse(request.url).hostname not in ("127.0.0.1", "localhost"):
@@ -67,7 +68,7 @@ def visit(browser, url: str):
 
     page.on("request", watch)
     arrive(page, url)
-    return page, errors, outside
+    return page, errors, outside, fetched
 
 
 # What the page has transferred so far, from the browser's own record (Resource Timing): URL ->
@@ -129,8 +130,11 @@ _PAGE_FACTS = r"""() => ({
 })"""
 
 
-def check_first_visit(path: str, first_visit: dict, errors: list, outside: list) -> None:
-    """Within the byte budget, no diagram library, no console error, nothing fetched from outside."""
+def check_first_visit(path: str, first_visit: dict, fetched: list, errors: list, outside: list) -> None:
+    """Within the byte budget, no diagram library, no console error, nothing fetched from outside.
+    Every request the browser finished is in the record the budget is counted from."""
+    uncounted = sorted({url for url in fetched if not url.startswith("data:")} - set(first_visit))
+    assert not uncounted, f"fetched but not counted: {uncounted}"
     budget = NOTEBOOK_BUDGET if path.startswith("notebooks/") and path != "notebooks/" else PAGE_BUDGET
     sizes = {url: size for url, (size, _) in first_visit.items()}
     total = sum(sizes.values())
@@ -192,10 +196,11 @@ def test_page_in_the_browser(built_site, browser, path):
     """One visit per page runs every check that applies to it, in an order where the checks
     that change the page (scrolling, hovering, clicking, narrowing the window) come last, and
     reports every check that failed."""
-    page, errors, outside = visit(browser, built_site.url + path)
+    page, errors, outside, fetched = visit(browser, built_site.url + path)
+    fetched = list(fetched)  # what had finished before the record below is read
     first_visit = transferred(page)  # before any scrolling
     checks = [
-        ("first visit", lambda: check_first_visit(path, first_visit, errors, outside)),
+        ("first visit", lambda: check_first_visit(path, first_visit, fetched, errors, outside)),
         ("math, diagrams, images", lambda: check_math_diagrams_and_images(page)),
     ]
     if path == "chapters/causal-attention/":
