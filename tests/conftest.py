@@ -114,7 +114,7 @@ def pytest_configure(config):
     config._llm_attention_shared = shared
     # One server for the run, in this process, so the build can know its address in advance.
     handler = functools.partial(_QuietHandler, directory=str(pathlib.Path(shared) / "build" / "site"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     config._llm_attention_server = server
     os.environ[URL_ENV] = f"http://127.0.0.1:{server.server_address[1]}/"
@@ -141,6 +141,14 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # A page closed while its images were still arriving: the browser's doing, not the site's.
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
+
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Site:
     """The site built once with ``mkdocs build --strict`` and served on localhost, with
@@ -153,7 +161,7 @@ def built_site(tmp_path_factory) -> Site:
         yield Site(os.environ[URL_ENV], site_dir)
         return
     handler = functools.partial(_QuietHandler, directory=str(site_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield Site(f"http://127.0.0.1:{server.server_address[1]}/", site_dir)
     server.shutdown()
