@@ -33,7 +33,7 @@ _PRINTED = """figure => {
 }"""
 
 
-def check_explorer(page, path: str) -> None:
+def check_explorer(page) -> None:
     """Hovering each query shows the row the page prints below the figure; the keyboard moves
     between queries; every switch changes the table."""
     figures = page.locator(".attention-explorer")
@@ -99,7 +99,7 @@ def check_lazy_figures(page, sizes_by_type: dict) -> None:
     assert len(loaded) < page.locator("img.figure").count(), "every figure loaded at once"
 
 
-def check_phone_width(page, path: str) -> None:
+def check_phone_width(page) -> None:
     """At a phone's width (390 px) the page does not scroll sideways."""
     page.set_viewport_size({"width": 390, "height": 900})
     width = page.evaluate("document.documentElement.scrollWidth")

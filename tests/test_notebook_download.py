@@ -22,7 +22,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import tempfile
 import urllib.request
 from importlib.metadata import distribution
 
@@ -84,11 +83,11 @@ def clean_python(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def notebook_runner(clean_python):
+def notebook_runner(clean_python, tmp_path_factory):
     """Run a script with the clean Python (torch and matplotlib imported once, tests/preloaded_python.py);
     return its exit code and output."""
-    home = tempfile.mkdtemp(prefix="notebook-home-")
-    env = {"PATH": os.environ.get("PATH", ""), "MPLBACKEND": "Agg", "HOME": home}
+    home = tmp_path_factory.mktemp("notebook-home")
+    env = {"PATH": os.environ.get("PATH", ""), "MPLBACKEND": "Agg", "HOME": str(home)}
     server = subprocess.Popen(
         [str(clean_python), str(ROOT / "tests" / "preloaded_python.py"), *WANTED],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=home,

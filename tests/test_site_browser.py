@@ -186,6 +186,16 @@ def check_notebook_downloads(page) -> None:
     assert script.ok and "# %%" in script.text(), "the script download is not the notebook's source"
 
 
+def shoot(page, path: str) -> None:
+    """Keep a full-page screenshot in $SCREENSHOT_DIR, when set."""
+    shots = os.environ.get("SCREENSHOT_DIR")
+    if shots:
+        pathlib.Path(shots).mkdir(parents=True, exist_ok=True)
+        name = (path.strip("/").replace("/", "_") or "home") + ".png"
+        page.evaluate("scrollTo(0, 0)")  # the theme's fixed header is drawn where the view is
+        page.screenshot(path=str(pathlib.Path(shots) / name), full_page=True)
+
+
 def test_the_site_has_exactly_the_expected_pages(built_site):
     assert "" in PAGES and "notebooks/toy_heatmap/" in PAGES, PAGES
     assert sorted(page_paths(built_site.site_dir)) == sorted(PAGES)
@@ -199,8 +209,9 @@ def test_page_in_the_browser(built_site, browser, path):
     page, errors, outside, fetched = visit(browser, built_site.url + path)
     fetched = list(fetched)  # what had finished before the record below is read
     first_visit = transferred(page)  # before any scrolling
+    errors_on_arrival = list(errors)
     checks = [
-        ("first visit", lambda: check_first_visit(path, first_visit, fetched, errors, outside)),
+        ("first visit", lambda: check_first_visit(path, first_visit, fetched, errors_on_arrival, outside)),
         ("math, diagrams, images", lambda: check_math_diagrams_and_images(page)),
     ]
     if path == "chapters/causal-attention/":
@@ -208,25 +219,23 @@ def test_page_in_the_browser(built_site, browser, path):
     if path in figure_checks.FIGURE_PAGES:
         checks.append(("weights figures", lambda: figure_checks.check_weights_figures(page, path)))
     if path in figure_checks.EXPLORER_PAGES:
-        checks.append(("explorable figure", lambda: figure_checks.check_explorer(page, path)))
+        checks.append(("explorable figure", lambda: figure_checks.check_explorer(page)))
     if path == "notebooks/toy_heatmap/":
         checks.append(("notebook downloads", lambda: check_notebook_downloads(page)))
     if path == "":
         checks.append(("home page", lambda: check_home(page)))
     if path in figure_checks.CHAPTERS:
-        checks.append(("phone width", lambda: figure_checks.check_phone_width(page, path)))
+        checks.append(("phone width", lambda: figure_checks.check_phone_width(page)))
     failures = []
     for name, check in checks:
         try:
             check()
         except AssertionError as failure:
             failures.append(f"{name}: {failure}")
-    shots = os.environ.get("SCREENSHOT_DIR")
-    if shots:
-        pathlib.Path(shots).mkdir(parents=True, exist_ok=True)
-        name = (path.strip("/").replace("/", "_") or "home") + ".png"
-        page.set_viewport_size({"width": 1280, "height": 900})
-        page.screenshot(path=str(pathlib.Path(shots) / name), full_page=True)
+        if name == "math, diagrams, images":
+            shoot(page, path)  # the page as a reader first sees it, before any check changes it
+    if len(errors) > len(errors_on_arrival):  # searching, hovering, clicking must not log errors either
+        failures.append(f"console errors during the checks: {errors[len(errors_on_arrival):]}")
     page.close()
     assert not failures, "\n".join(failures)
 
