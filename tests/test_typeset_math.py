@@ -1,11 +1,11 @@
-"""Math is typeset at build time (hooks/typeset_math.py): KaTeX under Node, checked against KaTeX's
-own markup; code is left alone; a formula KaTeX rejects fails the build."""
+"""Math is typeset at build time (hooks/typeset_math.py): KaTeX in the V8 engine that pip installs,
+checked against KaTeX's own markup; code is left alone; a formula KaTeX rejects fails the build;
+the build never starts Node."""
 
 from __future__ import annotations
 
 import importlib.util
 import pathlib
-import shutil
 
 import pytest
 
@@ -14,7 +14,12 @@ _spec = importlib.util.spec_from_file_location("typeset_math_under_test", ROOT /
 typeset_math = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(typeset_math)
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="the build needs Node; none on this machine")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def engine():
+    yield
+    typeset_math.close()
 
 
 def test_arithmatex_inline_and_display_become_katex():
@@ -41,3 +46,18 @@ def test_dollars_in_text_are_typeset_and_code_is_left_alone():
 def test_a_formula_katex_rejects_fails_naming_the_page():
     with pytest.raises(ValueError, match=r"chapter\.md: KaTeX cannot typeset '\\\\frac\{a\}'"):
         typeset_math.typeset_arithmatex('<span class="arithmatex">\\(\\frac{a}\\)</span>', "chapter.md")
+
+
+def test_the_engine_restarts_after_it_is_closed():
+    typeset_math.close()
+    assert 'class="katex"' in typeset_math.typeset_arithmatex('<span class="arithmatex">\\(x\\)</span>', "p.md")
+
+
+def test_the_build_never_starts_node(built_site):
+    """The strict build ran with programs named node and nodejs first on its PATH (tests/build_site.py)."""
+    out = built_site.site_dir.parent
+    assert (out / "trap" / "node").exists() and (out / "trap" / "nodejs").exists(), "the trap was not set"
+    record = out / "node-started"
+    assert not record.exists(), f"the build started Node: {record.read_text()}"
+    math_page = (built_site.site_dir / "chapters" / "simple-self-attention" / "index.html").read_text()
+    assert math_page.count('class="katex"') > 10, "the build typeset no math"
