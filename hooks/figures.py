@@ -1,6 +1,6 @@
 """Build hook: publish each figure a page printed as an SVG file of its own.
 
-``llm_attention.figures.to_html`` inlines each figure as a data URI, so its HTML works
+``llm_attention_site.figures.to_html`` inlines each figure as a data URI, so its HTML works
 anywhere. Inlined, a page of figures would weigh megabytes on first visit. This hook
 moves every inlined SVG into ``assets/figures/<hash>.svg``, points the image and its
 full-size link at that file, and marks the image ``loading="lazy"``: a reader downloads

@@ -5,7 +5,7 @@ typeset in the browser-facing HTML only, by hooks/typeset_math.py) and the pilcr
 heading's permalink. This hook rewrites ``search_index.json`` after the build: formulas become
 their plain symbols (``\\(d_k\\)`` -> ``d_k``), pilcrows go, and so do code listings and
 printed outputs: every first visit loads the index, and they were half its bytes. Diagrams are
-images drawn at build (llm_attention.diagrams): their source never reaches the page.
+images drawn at build (llm_attention_site.diagrams): their source never reaches the page.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Build hooks: publish the package's modules, keep notebook pages offline, and publish each
-notebook as a downloadable .ipynb.
+"""Build hooks: publish the package's modules and their copy sets, keep notebook pages offline,
+and publish each notebook as a downloadable .ipynb.
 
-Every ``src/llm_attention/*.py`` is published at ``code/llm_attention/<file>.py``, so a page can
-link a module for one-click download (``[causal.py](../code/llm_attention/causal.py)``) and strict
-mode checks the link like any other.
+Every ``src/llm_attention/*.py`` is published at ``code/llm_attention/<file>.py``, and each
+module's copy set (the module and the modules it builds on, ``llm_attention_site.copy_sets``)
+at ``code/llm_attention/<module>.zip``, so a page can link them for one-click download and
+strict mode checks the link like any other. The site's own package, which the notebooks import
+too, is published the same way at ``code/llm_attention_site/``.
 
 Notebooks live in docs/notebooks/ as jupytext percent scripts (readable diffs, runnable as plain
 Python). The site renders and executes them; this hook writes the matching .ipynb beside the
@@ -19,24 +21,32 @@ import re
 import jupytext
 from mkdocs.structure.files import File
 
+from llm_attention_site.copy_sets import copy_set_zip, copyable_modules
+
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "llm_attention"
+SITE_PACKAGE = PACKAGE.parent / "llm_attention_site"
 # Pages and notebooks that train a model share one run, kept on disk (llm_attention.induction);
 # LLM_ATTENTION_RUN_CACHE="" turns the disk copy off.
 os.environ.setdefault("LLM_ATTENTION_RUN_CACHE", str(PACKAGE.parents[1] / ".cache"))
-MODULES_URI = "code/llm_attention"
 
 # The notebook renderer adds a MathJax loader from a CDN; the site typesets math with its own KaTeX.
 _MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.DOTALL)
 
 
 def on_files(files, config):
-    """Add every module of the package to the site, as a file to download, and their list
-    (``modules.txt``, one name a line), which a downloaded notebook reads to fetch them."""
-    modules = sorted(PACKAGE.glob("*.py"))
-    for module in modules:
-        files.append(File.generated(config, f"{MODULES_URI}/{module.name}", abs_src_path=str(module)))
-    listing = "".join(f"{module.name}\n" for module in modules)
-    files.append(File.generated(config, f"{MODULES_URI}/modules.txt", content=listing))
+    """Add every module of both packages to the site, as files to download, with their list
+    (``modules.txt``, one name a line), which a downloaded notebook reads to fetch them; and
+    each copyable module's set as a zip."""
+    for package in (PACKAGE, SITE_PACKAGE):
+        modules = sorted(package.glob("*.py"))
+        for module in modules:
+            uri = f"code/{package.name}/{module.name}"
+            files.append(File.generated(config, uri, abs_src_path=str(module)))
+        listing = "".join(f"{module.name}\n" for module in modules)
+        files.append(File.generated(config, f"code/{package.name}/modules.txt", content=listing))
+    for name in copyable_modules():
+        uri = f"code/{PACKAGE.name}/{name.removesuffix('.py')}.zip"
+        files.append(File.generated(config, uri, content=copy_set_zip(name)))
     return files
 
 

@@ -1,4 +1,4 @@
-"""Flowcharts drawn at build time (llm_attention.diagrams): every chart of the site, in both
+"""Flowcharts drawn at build time (llm_attention_site.diagrams): every chart of the site, in both
 orientations, is laid out with no box or label on top of another, each edge runs from its
 source's box to its target's, and anything outside the supported syntax is a clear error."""
 
@@ -14,8 +14,8 @@ import pytest
 import torch
 from pymdownx.superfences import SuperFencesException
 
-from llm_attention import diagrams
-from llm_attention.diagrams import _turned, describe, layout, parse, pipeline, pipeline_source, render
+from llm_attention_site import diagrams
+from llm_attention_site.diagrams import _turned, describe, layout, parse, pipeline, pipeline_source, render
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE_CHARTS = {

@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from llm_attention.explorer import attention_explorer, formatted, weight_table
+from llm_attention_site.explorer import attention_explorer, formatted, weight_table
 
 TOKENS = ["a", "b", "c"]
 

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from llm_attention.figures import (
+from llm_attention_site.figures import (
     DARK_INK,
     INK,
     figure_scale,

@@ -249,15 +249,32 @@ def test_the_header_links_the_repository_only_when_told(built_site):
 
 
 def test_api_reference_shows_and_links_every_whole_module(built_site):
+    """Each copyable module: its zip linked from the table and from its page, which names its set
+    and shows the file whole; the site's own modules: shown, offered to nobody."""
+    import re
+
+    from llm_attention_site.copy_sets import copy_set, copyable_modules
+
     reference = built_site.site_dir / "reference"
     api = (reference / "api" / "index.html").read_text(encoding="utf8")
-    for module in sorted((ROOT / "src" / "llm_attention").glob("*.py")):
+    for name in copyable_modules():
+        stem = name.removesuffix(".py")
+        zip_link = f'href="../../code/llm_attention/{stem}.zip"'
+        assert zip_link in api, f"no download of {stem}.zip in the table"
+        own = (reference / stem / "index.html").read_text(encoding="utf8")
+        assert zip_link in own and f'download="{stem}.zip"' in own, f"no download of {stem}.zip on its page"
+        assert f'href="../../code/llm_attention/{name}"' in own, f"no link to {name} alone on its page"
+        for needed in copy_set(name)[1:]:
+            assert f"<code>{needed}</code>" in own.split("The whole file")[0], f"{stem} does not name {needed}"
+        assert f"The whole file: <code>src/llm_attention/{name}</code>" in own, f"{name} not shown whole"
+        assert "::copy-set::" not in own, f"{stem}: the copy-set line was not expanded"
+    for module in sorted((ROOT / "src" / "llm_attention_site").glob("*.py")):
         if module.name == "__init__.py":
             continue
-        assert f'href="../../code/llm_attention/{module.name}"' in api, f"no download link for {module.name}"
         own = (reference / module.stem / "index.html").read_text(encoding="utf8")
-        assert f'href="../../code/llm_attention/{module.name}"' in own, f"no download link on {module.stem}"
-        assert f"The whole file: <code>src/llm_attention/{module.name}</code>" in own, f"{module.name} not shown whole"
+        assert f"The whole file: <code>src/llm_attention_site/{module.name}</code>" in own, module.name
+        offered = re.search(r'<a [^>]*(\bdownload=|class="md-button)', own)
+        assert offered is None, f"{module.name} is offered to copy: {offered and offered.group(0)}"
 
 
 def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):

@@ -24,7 +24,8 @@
 
 # %%
 # Downloaded from the site? Then this cell fetches the package's modules from it, once, into
-# ./llm_attention/. With the package installed (the repository's set-up), it does nothing.
+# ./llm_attention/, and the site's figure helpers into ./llm_attention_site/. With the
+# packages installed (the repository's set-up), it does nothing.
 import importlib
 import importlib.util
 import pathlib
@@ -32,14 +33,16 @@ import sys
 import urllib.request
 
 SITE_URL = "http://127.0.0.1:8000/"  # the build writes the site's address here
-if importlib.util.find_spec("llm_attention") is None:
-    code = SITE_URL + "code/llm_attention/"
-    folder = pathlib.Path("llm_attention")
-    folder.mkdir(exist_ok=True)
-    for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
-        (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
-    sys.path.insert(0, str(pathlib.Path.cwd()))
-    importlib.invalidate_caches()
+for package in ("llm_attention", "llm_attention_site"):
+    if importlib.util.find_spec(package) is None:
+        code = f"{SITE_URL}code/{package}/"
+        folder = pathlib.Path(package)
+        folder.mkdir(exist_ok=True)
+        for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
+            (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
+        if str(pathlib.Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(pathlib.Path.cwd()))
+        importlib.invalidate_caches()
 
 # %%
 import matplotlib.pyplot as plt
@@ -47,7 +50,7 @@ import torch
 from torch import nn
 
 from llm_attention.causal import CausalAttention
-from llm_attention.figures import heatmap
+from llm_attention_site.figures import heatmap
 from llm_attention.self_attention import SelfAttentionV2
 from llm_attention.toy import TOKENS, toy_embeddings
 

@@ -25,7 +25,8 @@
 
 # %%
 # Downloaded from the site? Then this cell fetches the package's modules from it, once, into
-# ./llm_attention/. With the package installed (the repository's set-up), it does nothing.
+# ./llm_attention/, and the site's figure helpers into ./llm_attention_site/. With the
+# packages installed (the repository's set-up), it does nothing.
 import importlib
 import importlib.util
 import pathlib
@@ -33,14 +34,16 @@ import sys
 import urllib.request
 
 SITE_URL = "http://127.0.0.1:8000/"  # the build writes the site's address here
-if importlib.util.find_spec("llm_attention") is None:
-    code = SITE_URL + "code/llm_attention/"
-    folder = pathlib.Path("llm_attention")
-    folder.mkdir(exist_ok=True)
-    for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
-        (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
-    sys.path.insert(0, str(pathlib.Path.cwd()))
-    importlib.invalidate_caches()
+for package in ("llm_attention", "llm_attention_site"):
+    if importlib.util.find_spec(package) is None:
+        code = f"{SITE_URL}code/{package}/"
+        folder = pathlib.Path(package)
+        folder.mkdir(exist_ok=True)
+        for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
+            (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
+        if str(pathlib.Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(pathlib.Path.cwd()))
+        importlib.invalidate_caches()
 
 # %%
 import matplotlib.pyplot as plt

@@ -18,41 +18,18 @@ Row ``i`` of the weights sums to one over the keys ``j <= i``; the future gets w
 zero. Dropout acts in training mode only. So token ``i``'s output depends only on tokens
 ``0..i``, and a language model trained to predict token ``i + 1`` cannot peek at it.
 
-This file needs only torch; copy it as it is.
+Builds on ``checks.py`` of this package, imported relatively: copy it with this file,
+under any package name (its API page offers the set as one download). MIT licence: keep
+the first two lines of each file.
 """
 
 from __future__ import annotations
 
-import numbers
 
 import torch
 from torch import nn
 
-
-def _check_size(value: object, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"{name} must be a positive int, got {value!r} ({type(value).__name__})"
-        )
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-
-
-def _check_dropout(value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            "dropout must be a float in [0, 1), "
-            f"got {value!r} ({type(value).__name__})"
-        )
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"dropout must be a float in [0, 1), got {value}")
-
-
-def _check_flag(value: object, name: str) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(
-            f"{name} must be True or False, got {value!r} ({type(value).__name__})"
-        )
+from .checks import check_dropout, check_flag, check_size
 
 
 def _check_batch(
@@ -139,11 +116,11 @@ class CausalAttention(nn.Module):
         qkv_bias: bool = False,
     ) -> None:
         super().__init__()
-        _check_size(d_in, "d_in")
-        _check_size(d_out, "d_out")
-        _check_size(context_length, "context_length")
-        _check_dropout(dropout)
-        _check_flag(qkv_bias, "qkv_bias")
+        check_size("d_in", d_in)
+        check_size("d_out", d_out)
+        check_size("context_length", context_length)
+        check_dropout(dropout)
+        check_flag("qkv_bias", qkv_bias)
         self.d_in, self.d_out = d_in, d_out
         self.context_length = context_length
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)

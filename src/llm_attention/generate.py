@@ -10,8 +10,9 @@ prompt runs once (the *prefill*), then every step runs the model on the one new 
 whose queries attend to the keys and values the caches hold (the *decode* steps).
 Both give the same tokens; the logits agree to within rounding.
 
-Builds on ``gpt.py`` (the model) and ``kv_cache.py`` (the caches), and torch.
-MIT licence: copy this file with those, and keep the first two lines of each.
+Builds on ``gpt.py`` and ``kv_cache.py`` of this package, imported relatively: copy them
+with this file, under any package name (its API page offers the set as one download).
+MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import numbers
 
 import torch
 
-from llm_attention.gpt import GPTModel
-from llm_attention.kv_cache import KVCache
+from .gpt import GPTModel
+from .kv_cache import KVCache
 
 
 def new_caches(model: GPTModel, batch_size: int) -> list[KVCache]:

@@ -16,8 +16,9 @@ experiments: ``record_attention()`` keeps every head's attention weights, and
 one ``KVCache`` per block (``kv_cache.py``; ``generate.py`` makes them) to generate text
 one token at a time.
 
-Builds on ``multihead.py`` (and torch). MIT licence: copy this file with that one, and
-keep the first two lines of each.
+Builds on ``multihead.py`` and ``checks.py`` of this package, imported relatively: copy
+them with this file, under any package name (its API page offers the set as one
+download). MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from collections.abc import Iterable, Iterator
 import torch
 from torch import nn
 
-from llm_attention.multihead import MultiHeadAttention
+from .checks import check_size
+from .multihead import MultiHeadAttention
 
 
 class TransformerBlock(nn.Module):
@@ -68,15 +70,6 @@ class TransformerBlock(nn.Module):
         attended = self.att(self.norm1(x), padding_mask, cache=cache)  # (B, T, d)
         x = x + self.drop_shortcut(attended)  # (B, T, d)
         return x + self.drop_shortcut(self.ff(self.norm2(x)))  # (B, T, d)
-
-
-def _check_size(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"{name} must be a positive int, got {value!r} ({type(value).__name__})"
-        )
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
 
 
 class GPTModel(nn.Module):
@@ -120,7 +113,7 @@ class GPTModel(nn.Module):
         fast_path: bool = True,
     ) -> None:
         for name, value in (("vocab_size", vocab_size), ("num_layers", num_layers)):
-            _check_size(name, value)
+            check_size(name, value)
         super().__init__()  # MultiHeadAttention checks the other arguments
         blocks = [
             TransformerBlock(

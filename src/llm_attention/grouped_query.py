@@ -21,9 +21,12 @@ Masks: ``padding_mask`` is True for a real token, False for padding; ``mask_bool
 inside is True where a query may not attend a key. A query with no key left gets an
 all-zero context vector instead of NaN.
 
-Builds on ``multihead.py`` (its argument and input checks); a cache is any object
-with ``length`` and ``append`` like ``KVCache`` in ``kv_cache.py``. MIT licence: copy
-freely, and keep the first two lines.
+A cache is any object with ``length`` and ``append`` like ``KVCache`` in
+``kv_cache.py``.
+
+Builds on ``checks.py`` of this package, imported relatively: copy it with this file,
+under any package name (its API page offers the set as one download). MIT licence: keep
+the first two lines of each file.
 """
 
 from __future__ import annotations
@@ -32,13 +35,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from llm_attention.multihead import _check_arguments, _check_inputs, _check_size
+from .checks import check_attention_arguments, check_inputs, check_size
 
 
 def check_num_kv_heads(num_heads: int, num_kv_heads: object) -> None:
     """Raise a clear error unless ``num_kv_heads`` is a positive divisor of
     ``num_heads``."""
-    _check_size("num_kv_heads", num_kv_heads)
+    check_size("num_kv_heads", num_kv_heads)
     if num_heads % num_kv_heads != 0:
         raise ValueError(
             "num_kv_heads must divide num_heads so that every key/value head serves "
@@ -196,7 +199,7 @@ class GroupedQueryAttention(nn.Module):
         causal: bool = True,
         fast_path: bool = False,
     ) -> None:
-        _check_arguments(
+        check_attention_arguments(
             d_in, d_out, context_length, dropout, num_heads, qkv_bias, causal, fast_path
         )
         check_num_kv_heads(num_heads, num_kv_heads)
@@ -218,7 +221,7 @@ class GroupedQueryAttention(nn.Module):
     def forward(self, x, padding_mask=None, *, cache=None):
         """Attend over ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``."""
         weight = self.W_query.weight
-        _check_inputs(x, padding_mask, weight.shape[1], self.context_length, weight)
+        check_inputs(x, padding_mask, weight.shape[1], self.context_length, weight)
         if cache is not None:
             check_cache(cache, self.num_kv_heads, self.head_dim, x)
         b, num_tokens, _ = x.shape  # (B, T, d_in)

@@ -16,14 +16,15 @@ variable ``LLM_ATTENTION_RUN_CACHE`` to a folder to also keep the result on disk
 by the code of the modules involved and the torch version, so that separate processes
 (test workers, a site build) share one run.
 
-Builds on ``gpt.py`` (and torch and the standard library).
-MIT licence: copy this file with that one, and keep the first two lines of each.
+Builds on ``gpt.py`` and ``multihead.py`` of this package (the run's key on disk reads
+their source), imported relatively: copy them with this file, under any package name
+(its API page offers the set as one download). MIT licence: keep the first two lines of
+each file.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import functools
 import hashlib
 import os
@@ -34,7 +35,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from llm_attention.gpt import GPTModel
+from .gpt import GPTModel
 
 CACHE_ENV = "LLM_ATTENTION_RUN_CACHE"
 
@@ -154,7 +155,7 @@ def train(config: InductionConfig) -> tuple[dict, list[float]]:
 
 
 def _cache_key(config: InductionConfig) -> str:
-    from llm_attention import gpt, multihead
+    from . import gpt, multihead
 
     digest = hashlib.sha256(repr(config).encode())
     digest.update(torch.__version__.encode())
@@ -170,6 +171,8 @@ def _train_or_load(config: InductionConfig) -> tuple[dict, list[float], float]:
         start = time.perf_counter()
         state, losses = train(config)
         return state, losses, time.perf_counter() - start
+    import fcntl  # Unix only: imported here so that the module loads everywhere
+
     path = pathlib.Path(folder) / f"induction-{_cache_key(config)}.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:

@@ -9,7 +9,7 @@ Shape legend: ``B`` batch, ``H_kv`` key/value heads (``H`` in multi-head attenti
 ``T_max`` the most tokens the cache holds (the model's ``context_length``), ``T_new``
 the tokens added in one call, ``d_h`` the width of one head.
 
-Standalone: needs only torch.
+Needs only torch. MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations

@@ -20,30 +20,31 @@ set) and padding. The norms are RMSNorms over one head's width, shared by every 
 Qwen3 attention layer (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``, ``q_norm``,
 ``k_norm``) to this module's names.
 
-Builds on ``grouped_query.py`` (masks and attention), ``rope.py`` and
-``sliding_window.py`` and ``kv_cache.py``; ``make_cache`` gives a ``KVCache``, or
-with a window a ``RollingKVCache``. MIT licence: copy freely, and keep the first two
-lines.
+``make_cache`` gives a ``KVCache``, or with a window a ``RollingKVCache``.
+
+Builds on ``checks.py``, ``grouped_query.py``, ``kv_cache.py``, ``rope.py`` and
+``sliding_window.py`` of this package, imported relatively: copy them with this file,
+under any package name (its API page offers the set as one download). MIT licence: keep
+the first two lines of each file.
 """
 
 from __future__ import annotations
 
 import numbers
 
-import torch
 from torch import nn
 
-from llm_attention.grouped_query import (
+from .checks import check_attention_arguments, check_inputs, check_size
+from .grouped_query import (
     attention_mask,
     check_cache,
     check_num_kv_heads,
     grouped_attention_explicit,
     grouped_attention_fast,
 )
-from llm_attention.kv_cache import KVCache
-from llm_attention.multihead import _check_arguments, _check_inputs, _check_size
-from llm_attention.rope import RotaryEmbedding
-from llm_attention.sliding_window import RollingKVCache, check_window
+from .kv_cache import KVCache
+from .rope import RotaryEmbedding
+from .sliding_window import RollingKVCache, check_window
 
 HF_NAMES = {  # Hugging Face name -> ours
     "q_proj": "W_query",
@@ -141,13 +142,13 @@ class ModernAttention(nn.Module):
         fast_path: bool = False,
     ) -> None:
         if head_dim is not None:
-            _check_size("head_dim", head_dim)
-        _check_size("num_heads", num_heads)
+            check_size("head_dim", head_dim)
+        check_size("num_heads", num_heads)
         inner = d_out if head_dim is None else num_heads * head_dim  # H * d_h
-        _check_arguments(
+        check_attention_arguments(
             d_in, inner, context_length, dropout, num_heads, qkv_bias, True, fast_path
         )
-        _check_size("d_out", d_out)
+        check_size("d_out", d_out)
         check_num_kv_heads(num_heads, num_kv_heads)
         check_window(window)
         if (inner // num_heads) % 2 != 0:
@@ -182,7 +183,7 @@ class ModernAttention(nn.Module):
     def forward(self, x, padding_mask=None, *, cache=None):
         """Attend over ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``."""
         weight = self.W_query.weight
-        _check_inputs(x, padding_mask, weight.shape[1], self.context_length, weight)
+        check_inputs(x, padding_mask, weight.shape[1], self.context_length, weight)
         start = 0
         if cache is not None:
             check_cache(cache, self.num_kv_heads, self.head_dim, x)

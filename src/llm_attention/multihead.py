@@ -32,128 +32,19 @@ its ``keys``, ``length`` and ``append``): queries at positions ``cache.length..`
 and values appended to the cache, the causal mask cut to those rows, and the prompt's
 padding mask kept in the cache for later tokens.
 
-Needs only torch (2.0 or later). MIT licence: copy this file freely, and keep its first
-two lines (the licence identifier and the copyright notice).
+Needs torch 2.0 or later. Builds on ``checks.py`` of this package, imported relatively:
+copy it with this file, under any package name (its API page offers the set as one
+download). MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
 
-import numbers
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-def _check_size(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"{name} must be a positive int, got {value!r} ({type(value).__name__})"
-        )
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-
-
-def _check_arguments(
-    d_in, d_out, context_length, dropout, num_heads, qkv_bias, causal, fast_path
-) -> None:
-    """Raise a clear TypeError/ValueError for a bad constructor argument, early."""
-    sizes = (
-        ("d_in", d_in),
-        ("d_out", d_out),
-        ("context_length", context_length),
-        ("num_heads", num_heads),
-    )
-    for name, value in sizes:
-        _check_size(name, value)
-    if d_out % num_heads != 0:
-        raise ValueError(
-            "num_heads must divide d_out so that every head gets d_out // num_heads "
-            f"dimensions, got d_out={d_out}, num_heads={num_heads}"
-        )
-    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
-        raise TypeError(
-            f"dropout must be a float in [0, 1), got {dropout!r} "
-            f"({type(dropout).__name__})"
-        )
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be a float in [0, 1), got {dropout}")
-    flags = (("qkv_bias", qkv_bias), ("causal", causal), ("fast_path", fast_path))
-    for name, value in flags:
-        if not isinstance(value, bool):
-            raise TypeError(
-                f"{name} must be True or False, got {value!r} ({type(value).__name__})"
-            )
-
-
-def _check_inputs(
-    x: object,
-    padding_mask: object,
-    d_in: int,
-    context_length: int,
-    weight: torch.Tensor,
-) -> None:
-    """Raise a clear TypeError/ValueError for a bad input to ``forward``, early."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(
-            f"x must be a torch.Tensor of shape (B, T, d_in={d_in}), "
-            f"got {type(x).__name__}"
-        )
-    if not x.is_floating_point():
-        raise TypeError(f"x must hold floating-point numbers, got dtype {x.dtype}")
-    if x.dim() != 3:
-        hint = ""
-        if x.dim() == 2:
-            hint = " (one sequence? add a batch dimension: x.unsqueeze(0))"
-        raise ValueError(
-            f"x must have shape (B, T, d_in={d_in}) (3 dimensions), "
-            f"got shape {tuple(x.shape)}{hint}"
-        )
-    batch, num_tokens, width = x.shape
-    if width != d_in:
-        raise ValueError(
-            f"x must have last dimension d_in={d_in}, got shape {tuple(x.shape)}"
-        )
-    if batch == 0 or num_tokens == 0:
-        raise ValueError(
-            "x must have at least one sequence and one token, "
-            f"got shape {tuple(x.shape)}"
-        )
-    if num_tokens > context_length:
-        raise ValueError(
-            f"x has {num_tokens} tokens, more than context_length={context_length}"
-        )
-    if x.dtype != weight.dtype:
-        raise TypeError(
-            f"x must have the module's dtype {weight.dtype}, got dtype {x.dtype} "
-            "(use module.to(x.dtype))"
-        )
-    if x.device != weight.device:
-        raise ValueError(
-            f"x must be on the module's device {weight.device}, got device {x.device}"
-        )
-    if padding_mask is None:
-        return
-    if not isinstance(padding_mask, torch.Tensor):
-        raise TypeError(
-            "padding_mask must be a bool torch.Tensor of shape (B, T) or None, "
-            f"got {type(padding_mask).__name__}"
-        )
-    if padding_mask.dtype != torch.bool:
-        raise TypeError(
-            "padding_mask must have dtype torch.bool (True = real token, "
-            f"False = padding), got dtype {padding_mask.dtype}"
-        )
-    if tuple(padding_mask.shape) != (batch, num_tokens):
-        raise ValueError(
-            f"padding_mask must have shape (B, T) = {(batch, num_tokens)} to match x, "
-            f"got shape {tuple(padding_mask.shape)}"
-        )
-    if padding_mask.device != x.device:
-        raise ValueError(
-            f"padding_mask must be on x's device {x.device}, "
-            f"got device {padding_mask.device}"
-        )
+from .checks import check_attention_arguments, check_inputs
 
 
 def _check_cache(cache: object, module: nn.Module, x: torch.Tensor) -> None:
@@ -279,7 +170,7 @@ class MultiHeadAttention(nn.Module):
         causal: bool = True,
         fast_path: bool = False,
     ) -> None:
-        _check_arguments(
+        check_attention_arguments(
             d_in, d_out, context_length, dropout, num_heads, qkv_bias, causal, fast_path
         )
         super().__init__()
@@ -316,7 +207,7 @@ class MultiHeadAttention(nn.Module):
         keeps it for the tokens that follow.
         """
         weight = self.W_query.weight
-        _check_inputs(x, padding_mask, weight.shape[1], self.mask.shape[0], weight)
+        check_inputs(x, padding_mask, weight.shape[1], self.mask.shape[0], weight)
         if cache is not None:
             _check_cache(cache, self, x)
         if self.fast_path:

@@ -14,7 +14,9 @@ The heads run one after the other, each with its own projections and attention, 
 their outputs are concatenated. ``multihead.py`` does the same work with one projection
 per role split into heads, plus an output projection.
 
-Builds on ``causal.py`` (the step before it) and torch; copy the two files together.
+Builds on ``causal.py`` and ``checks.py`` of this package, imported relatively: copy
+them with this file, under any package name (its API page offers the set as one
+download). MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from llm_attention.causal import CausalAttention, _check_size
+from .causal import CausalAttention
+from .checks import check_size
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -53,7 +56,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         qkv_bias: bool = False,
     ) -> None:
         super().__init__()
-        _check_size(num_heads, "num_heads")
+        check_size("num_heads", num_heads)
         self.heads = nn.ModuleList(
             [
                 CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)

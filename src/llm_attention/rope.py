@@ -14,7 +14,9 @@ attention score of a query and a key depends on their distance, not on where the
 The pairing (halves, not neighbours) and the tables match Llama, Mistral and Qwen
 checkpoints, so their weights load unchanged.
 
-Needs only torch. MIT licence: copy freely, and keep the first two lines.
+Builds on ``checks.py`` of this package, imported relatively: copy it with this file,
+under any package name (its API page offers the set as one download). MIT licence: keep
+the first two lines of each file.
 """
 
 from __future__ import annotations
@@ -24,14 +26,7 @@ import numbers
 import torch
 from torch import nn
 
-
-def _check_size(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"{name} must be a positive int, got {value!r} ({type(value).__name__})"
-        )
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
+from .checks import check_size
 
 
 # --8<-- [start:tables]
@@ -44,8 +39,8 @@ def rope_tables(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Cosines and sines of every angle ``m * theta_i``: ``(T_max, d_h)`` twice, in
     float32, each pair's angle written twice (once for each half)."""
-    _check_size("head_dim", head_dim)
-    _check_size("context_length", context_length)
+    check_size("head_dim", head_dim)
+    check_size("context_length", context_length)
     if head_dim % 2 != 0:
         raise ValueError(
             "head_dim must be even for rotary embeddings (dimensions turn in pairs), "

@@ -20,8 +20,11 @@ plain ``nn.Parameter`` tensors of shape ``(d_in, d_out)``; ``SelfAttentionV2`` u
 random scale and can add a bias. Both take ONE sequence ``(T, d_in)``; batches come with
 causal attention (``causal.py``).
 
-Stands alone: needs only torch. In the book these classes are ``SelfAttention_v1`` and
-``SelfAttention_v2``.
+In the book these classes are ``SelfAttention_v1`` and ``SelfAttention_v2``.
+
+Builds on ``checks.py`` of this package, imported relatively: copy it with this file,
+under any package name (its API page offers the set as one download). MIT licence: keep
+the first two lines of each file.
 """
 
 from __future__ import annotations
@@ -29,15 +32,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-
-def _check_size(name: str, value: object) -> None:
-    """A layer size must be a positive int (``True`` is an int, but not a size)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"{name} must be a positive int, got {value!r} ({type(value).__name__})"
-        )
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
+from .checks import check_size
 
 
 def _check_sequence(x: object, d_in: int, dtype: torch.dtype) -> None:
@@ -91,8 +86,8 @@ class SelfAttentionV1(nn.Module):
 
     def __init__(self, d_in: int, d_out: int) -> None:
         super().__init__()
-        _check_size("d_in", d_in)
-        _check_size("d_out", d_out)
+        check_size("d_in", d_in)
+        check_size("d_out", d_out)
         self.d_in, self.d_out = d_in, d_out
         self.W_query = nn.Parameter(torch.rand(d_in, d_out))  # (d_in, d_out)
         self.W_key = nn.Parameter(torch.rand(d_in, d_out))  # (d_in, d_out)
@@ -132,8 +127,8 @@ class SelfAttentionV2(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False) -> None:
         super().__init__()
-        _check_size("d_in", d_in)
-        _check_size("d_out", d_out)
+        check_size("d_in", d_in)
+        check_size("d_out", d_out)
         if not isinstance(qkv_bias, bool):
             got = f"{qkv_bias!r} ({type(qkv_bias).__name__})"
             raise TypeError(f"qkv_bias must be a bool, got {got}")

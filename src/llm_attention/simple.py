@@ -12,6 +12,8 @@ Shapes: ``T`` tokens, each a vector of ``d`` numbers.
 
 Nothing here is learned: the same input always gives the same weights. The next step
 adds trainable projections (see ``self_attention.py``).
+
+Needs only torch. MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Since no token ever looks further back than the window, a cache needs to keep on
 the last ``window`` keys and values: ``RollingKVCache`` does that, so its memory stops
 growing at the window however long the text.
 
-Needs only torch. MIT licence: copy freely, and keep the first two lines.
+Needs only torch. MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ checked against it. Real embeddings have hundreds of dimensions; three keep ever
 printable.
 
 Shapes: ``toy_embeddings()`` is ``(T, d_in) = (6, 3)``.
+
+Needs only torch. MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-/* Explorable attention weights (llm_attention.explorer). Every number was computed in Python
+/* Explorable attention weights (llm_attention_site.explorer). Every number was computed in Python
    at build and sits in the figure's data-explorer attribute; this script only displays them:
    a switch per state, and the weights of the query under the pointer, the finger or the
    keyboard focus (arrow keys move between queries). Without it, the table stays a still

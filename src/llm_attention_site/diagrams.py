@@ -17,7 +17,7 @@ and the site's Markdown configuration hands each ``mermaid`` fence to ``fence_fo
 The layout is the classic layered one: each node sits one rank after its furthest
 predecessor, a long edge passes through invisible points on the ranks it crosses, each
 rank is ordered to avoid crossings and placed to keep edges straight. The chart is drawn
-with ``llm_attention.figures.to_html`` (one variant per palette), its text as outlines
+with ``figures.to_html`` (one variant per palette), its text as outlines
 so every browser shows the widths measured here. A left-to-right chart also gets a
 top-to-bottom variant, which the stylesheet shows instead on a narrow screen. Anything
 outside the subset is a ``ValueError`` that names the line. Not a model module: it needs
@@ -38,7 +38,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 from matplotlib.path import Path
 from matplotlib.textpath import TextToPath
 
-from llm_attention.figures import INK, to_html
+from .figures import INK, to_html
 
 FONT_SIZE = 11.0  # points
 LINE_HEIGHT = 1.35 * FONT_SIZE
