@@ -8,8 +8,6 @@ backend, which traces the module as Inductor would without building C++ kernels.
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 import torch
 import torch.distributed as dist
@@ -40,9 +38,10 @@ def train(module, x, target):
         optimiser.step()
 
 
-def _worker(rank, port, result_path):
+def _worker(rank, rendezvous, result_path):
+    # A file both processes open: no port to pick, close and lose to another program.
     dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
+        "gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=WORLD
     )
     try:
         torch.set_num_threads(1)
@@ -57,17 +56,11 @@ def _worker(rank, port, result_path):
         dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
 def test_ddp_over_two_processes_equals_one_process(tmp_path):
-    result = tmp_path / "ddp.pt"
+    result, rendezvous = tmp_path / "ddp.pt", tmp_path / "rendezvous"  # a new file each run
     mp.start_processes(  # spawn, not fork: a forked OpenMP runtime can hang
-        _worker, args=(free_port(), str(result)), nprocs=WORLD, start_method="spawn"
+        _worker, args=(str(rendezvous), str(result)), nprocs=WORLD, start_method="spawn"
     )
     single = build()
     train(single, *batch())  # the mean loss over the whole batch: DDP averages halves
