@@ -99,7 +99,7 @@ import importlib, sys
 import torch
 sys.path.insert(0, {parent!r})
 def load(name):
-    return importlib.import_module({package!r} + "." + name)
+    return importlib.import_module({prefix!r} + name)
 m = load({stem!r})
 assert m.__file__.startswith({parent!r}), m.__file__
 torch.manual_seed(0)
@@ -156,18 +156,31 @@ def test_the_downloaded_set_works_under_another_name(built_site, torch_only, tmp
     out = tmp_path / "result.pt"
     script = tmp_path / "use_it.py"
     script.write_text(SCRIPT.format(
-        parent=str(project), package=COPY_PACKAGE, stem=stem, out=str(out),
+        parent=str(project), prefix=f"{COPY_PACKAGE}.", stem=stem, out=str(out),
         example=textwrap.dedent(EXAMPLES[name]).strip(),
     ))
     returncode, output = torch_only(script)
     assert returncode == 0, output[-3000:]
-    copied = torch.load(out, weights_only=False)
+    copied = [torch.load(out, weights_only=False)]
+
+    if len(copy_set(name)) == 1:  # its page says the file also works alone, as a top-level module
+        alone = tmp_path / "alone"
+        alone.mkdir()
+        (alone / name).write_bytes(urllib.request.urlopen(f"{built_site.url}code/llm_attention/{name}").read())
+        script.write_text(SCRIPT.format(
+            parent=str(alone), prefix="", stem=stem, out=str(out),
+            example=textwrap.dedent(EXAMPLES[name]).strip(),
+        ))
+        returncode, output = torch_only(script)
+        assert returncode == 0, output[-3000:]
+        copied.append(torch.load(out, weights_only=False))
 
     import importlib
 
     ours = run_example(importlib.import_module(f"llm_attention.{stem}"),
                        lambda sibling: importlib.import_module(f"llm_attention.{sibling}"), name)
-    assert_same(copied, ours, name)
+    for copy in copied:
+        assert_same(copy, ours, name)
 
 
 # ---- The imports that make a set work under any name ----

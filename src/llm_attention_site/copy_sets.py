@@ -125,30 +125,33 @@ def copy_set_markdown(name: str) -> str:
     button = f'[Download {stem}.zip]({zip_link}){{ download="{stem}.zip" .md-button }}'
     if len(files) == 1:
         needs = (
-            f"`{name}` needs only PyTorch; the zip holds it with an `__init__.py` "
-            "and the licence."
+            f"`{name}` needs only PyTorch. "
+            "The zip holds it, an `__init__.py` and the licence."
         )
     else:
-        others = ", ".join(f"`{f}`" for f in files[1:])
+        others = [f"`{f}`" for f in files[1:]]
+        listed = ", ".join(others[:-1]) + " and " if len(others) > 1 else ""
+        listed += others[-1]
+        held = "both files" if len(files) == 2 else f"all {len(files)} files"
         needs = (
-            f"`{name}` builds on {others} of this package, imported relatively. "
-            f"The zip holds all {len(files)} files, an `__init__.py` and the licence."
+            f"`{name}` builds on {listed} of this package, imported relatively. "
+            f"The zip holds {held}, an `__init__.py` and the licence."
         )
-    return "\n".join([
-        f"**To copy**: {needs} "
+    use = (
         "Unzip it into a folder of your project, say `attention/`, and import "
         f"`from attention.{stem} import ...`: it works under any folder name, with "
-        "only PyTorch installed. "
-        f'([`{name}` alone]({CODE_URL}/{name}){{ download="{name}" }})',
-        "",
-        button,
-    ])
+        "only PyTorch installed."
+    )
+    if len(files) == 1:
+        alone = f'[{name}]({CODE_URL}/{name}){{ download="{name}" }}'
+        use += f" The file also works alone, as a module of its own: {alone}."
+    return f"**To copy**: {needs} {use}\n\n{button}"
 
 
 def copy_table_markdown() -> str:
     """Every copyable module, what it holds, what it builds on, and its download."""
     rows = [
-        "| Module | What it holds | Builds on | Download |",
+        "| Module | What it holds | Comes with | Download |",
         "|---|---|---|---|",
     ]
     for name in READING_ORDER:
