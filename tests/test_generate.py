@@ -61,8 +61,42 @@ def test_what_sits_in_padded_slots_changes_nothing(fast_path):
         again, logits_again = generate(model, changed, 6, padding_mask=padding_mask, use_cache=use_cache)
         assert torch.equal(again[:, 2:], first[:, 2:])
         torch.testing.assert_close(logits_again, logits_first, atol=1e-5, rtol=0)
-    unpadded, _ = generate(model, changed, 6)  # ...while without the mask they count
-    assert not torch.allclose(unpadded, first)
+    _, unpadded_logits = generate(model, changed, 6)  # ...while without the mask they count
+    assert not torch.allclose(unpadded_logits[0], logits_first[0], atol=1e-3)
+
+
+@PATHS
+@pytest.mark.parametrize("use_cache", [False, True], ids=["uncached", "cached"])
+def test_a_left_padded_prompt_continues_as_it_would_alone(fast_path, use_cache):
+    """Positions count from each row's first real token: however many pads come first, a
+    prompt generates the same tokens, with the same logits, as it does alone."""
+    model = fresh(fast_path)
+    tokens = torch.randint(1, 30, (3, 5), generator=torch.Generator().manual_seed(5))
+    alone = [generate(model, tokens[row : row + 1], 7, use_cache=use_cache) for row in range(3)]
+    for pads in (1, 2, 4):
+        batch = torch.cat([torch.zeros(3, pads, dtype=torch.long), tokens], dim=1)  # (3, pads + 5)
+        padding_mask = torch.ones_like(batch, dtype=torch.bool)
+        padding_mask[:, :pads] = False
+        got, logits = generate(model, batch, 7, padding_mask=padding_mask, use_cache=use_cache)
+        for row, (want, want_logits) in enumerate(alone):
+            assert torch.equal(got[row : row + 1, pads:], want), (pads, row)
+            torch.testing.assert_close(logits[row : row + 1], want_logits, atol=1e-5, rtol=0)
+
+
+def test_rows_padded_differently_each_continue_as_alone():
+    model = fresh()
+    prompts = [torch.randint(1, 30, (1, n), generator=torch.Generator().manual_seed(n)) for n in (2, 5, 3)]
+    width = 5
+    batch = torch.zeros(3, width, dtype=torch.long)
+    padding_mask = torch.zeros(3, width, dtype=torch.bool)
+    for row, one in enumerate(prompts):
+        batch[row, width - one.shape[1] :] = one[0]
+        padding_mask[row, width - one.shape[1] :] = True
+    got, logits = generate(model, batch, 6, padding_mask=padding_mask)
+    for row, one in enumerate(prompts):
+        want, want_logits = generate(model, one, 6)
+        assert torch.equal(got[row, width - one.shape[1] :], want[0])
+        torch.testing.assert_close(logits[row], want_logits[0], atol=1e-5, rtol=0)
 
 
 @PATHS

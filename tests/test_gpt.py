@@ -125,6 +125,10 @@ BAD_INPUTS = [
     (lambda: torch.tensor([[-1, 2]]), {}, ValueError, "got values from -1 to 2"),
     (lambda: torch.zeros(1, 17, dtype=torch.long), {}, ValueError, "positions 0..16 do not fit context_length=16"),
     (lambda: torch.zeros(1, 2, dtype=torch.long), {"caches": []}, ValueError, "caches must be a list of 2 KVCache"),
+    (lambda: torch.zeros(1, 2, dtype=torch.long), {"padding_mask": torch.ones(1, 2)}, TypeError,
+     "padding_mask must be a torch.bool tensor (B, T), got torch.float32"),
+    (lambda: torch.zeros(1, 2, dtype=torch.long), {"padding_mask": torch.ones(1, 3, dtype=torch.bool)}, ValueError,
+     "padding_mask must have the shape of tokens (1, 2), got (1, 3)"),
 ]  # fmt: skip
 
 

@@ -72,6 +72,34 @@ class TransformerBlock(nn.Module):
         return x + self.drop_shortcut(self.ff(self.norm2(x)))  # (B, T, d)
 
 
+def token_positions(
+    tokens: torch.Tensor,
+    padding_mask: torch.Tensor | None,
+    caches: list | None,
+    start: int,
+) -> torch.Tensor:
+    """The position of each token of ``tokens`` ``(B, T)`` in its own row: ``(B, T)``,
+    or ``(T,)`` when no row is padded (every row alike).
+
+    A row's first real token is at position 0 however many pads come before it, so a
+    left-padded prompt continues exactly as it would alone. Each token counts the real
+    tokens before it: those the caches already hold (their ``key_padding``) and those
+    earlier in ``tokens``. Pads get the position of the next real token; attention
+    never reads them.
+    """
+    held = getattr(caches[0], "key_padding", None) if caches and start else None
+    num_tokens, device = tokens.shape[1], tokens.device
+    if padding_mask is None and held is None:  # no padding: every row alike
+        return torch.arange(start, start + num_tokens, device=device)  # (T,)
+    if padding_mask is None:
+        new = torch.arange(num_tokens, device=device)  # (T,)
+    else:
+        new = padding_mask.long().cumsum(dim=-1) - padding_mask.long()  # (B, T)
+    if held is None:  # a cache that keeps no padding: its tokens all count
+        return new + start  # (B, T)
+    return new + held[:, :start].sum(dim=-1, keepdim=True)  # (B, T) + (B, 1)
+
+
 class GPTModel(nn.Module):
     r"""A GPT-style decoder: embeddings, ``num_layers`` blocks, a final norm, logits.
 
@@ -92,8 +120,9 @@ class GPTModel(nn.Module):
         ``forward(tokens, padding_mask=None, *, caches=None)``: ``tokens`` ``(B, T)``
         int64 ids in ``[0, V)``; ``padding_mask`` ``(B, T)`` bool, True = real token;
         ``caches`` one ``KVCache`` per block, or None. Returns logits ``(B, T, V)``.
-        With caches, ``tokens`` are the next ``T`` tokens, at positions
-        ``caches[0].length..``.
+        With caches, ``tokens`` are the next ``T`` tokens. A token's position counts
+        the real tokens before it in its row (``token_positions``), so left padding
+        changes nothing a real token computes.
 
     Raises:
         TypeError: an argument or input of the wrong type or dtype.
@@ -140,19 +169,18 @@ class GPTModel(nn.Module):
         caches: list | None = None,
     ) -> torch.Tensor:
         """Logits ``(B, T, V)`` for every position of ``tokens`` ``(B, T)``."""
-        start = self._check_inputs(tokens, caches)
-        num_tokens = tokens.shape[1]
-        device = tokens.device
-        positions = torch.arange(start, start + num_tokens, device=device)  # (T,)
-        x = self.tok_emb(tokens) + self.pos_emb(positions)  # (B, T, d) + (T, d)
+        start = self._check_inputs(tokens, caches, padding_mask)
+        positions = token_positions(tokens, padding_mask, caches, start)  # (B, T)
+        x = self.tok_emb(tokens) + self.pos_emb(positions)  # (B, T, d) + (T or B, T, d)
         x = self.drop_emb(x)  # (B, T, d)
         for i, block in enumerate(self.trf_blocks):
             cache = None if caches is None else caches[i]
             x = block(x, padding_mask, cache)  # (B, T, d)
         return self.out_head(self.final_norm(x))  # (B, T, d) -> (B, T, V)
 
-    def _check_inputs(self, tokens: object, caches: object) -> int:
-        """Raise a clear error for bad ``tokens`` or ``caches``; return the start."""
+    def _check_inputs(self, tokens, caches, padding_mask) -> int:
+        """Raise a clear error for bad ``tokens``, ``caches`` or ``padding_mask``;
+        return the start."""
         if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
             got = getattr(tokens, "dtype", type(tokens).__name__)
             raise TypeError(f"tokens must be a torch.long tensor (B, T), got {got}")
@@ -168,6 +196,18 @@ class GPTModel(nn.Module):
                 f"tokens must be ids in [0, {vocab_size}), "
                 f"got values from {low} to {high}"
             )
+        if padding_mask is not None:
+            is_tensor = isinstance(padding_mask, torch.Tensor)
+            if not is_tensor or padding_mask.dtype != torch.bool:
+                got = getattr(padding_mask, "dtype", type(padding_mask).__name__)
+                raise TypeError(
+                    f"padding_mask must be a torch.bool tensor (B, T), got {got}"
+                )
+            if padding_mask.shape != tokens.shape:
+                raise ValueError(
+                    "padding_mask must have the shape of tokens "
+                    f"{tuple(tokens.shape)}, got {tuple(padding_mask.shape)}"
+                )
         start = 0
         if caches is not None:
             if not isinstance(caches, (list, tuple)) or len(caches) != len(
