@@ -1,6 +1,8 @@
 """Flowcharts drawn at build time (llm_attention_site.diagrams): every chart of the site, in both
-orientations, is laid out with no box or label on top of another, each edge runs from its
-source's box to its target's, and anything outside the supported syntax is a clear error."""
+orientations, is laid out with no box or label on top of another and no edge through a label or
+through a box other than its own ends, each edge runs from its source's box to its target's, its
+smallest text shows at 9 CSS px or more in the content column of a desktop and of a phone, and
+anything outside the supported syntax is a clear error."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import torch
 from pymdownx.superfences import SuperFencesException
 
 from llm_attention_site import diagrams
-from llm_attention_site.diagrams import _turned, describe, layout, parse, pipeline, pipeline_source, render
+from llm_attention_site.diagrams import _turned, describe, layout, parse, pipeline, pipeline_source, render, variants
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE_CHARTS = {
@@ -24,6 +26,9 @@ SITE_CHARTS = {
     for i, source in enumerate(re.findall(r"```mermaid\n(.*?)```", page.read_text(encoding="utf8"), re.DOTALL))
 }
 SAMPLE_SHAPES = [("x: a batch", (2, 6, 3)), ("split into heads", (2, 2, 6, 1)), ("merged", (2, 6, 2))]
+# Content column, in CSS px, as measured in the built site: a 1280 px window, and a 390 px phone.
+DESKTOP_COLUMN_PX, PHONE_COLUMN_PX = 688, 358
+SMALLEST_TEXT_PX = 9.0
 
 
 def test_the_pages_hold_charts():
@@ -54,11 +59,42 @@ def _on_border(point, box, tolerance=0.5) -> bool:
     return inside and near_edge
 
 
+def _enters(p, q, rect) -> bool:
+    """Whether the segment p-q passes through the inside of rect (left, top, w, h): the segment,
+    clipped to the rectangle's slabs in x and in y, keeps a piece of non-zero length."""
+    (x1, y1), (x2, y2) = p, q
+    low, high = 0.0, 1.0
+    for start, delta, lo, hi in ((x1, x2 - x1, rect[0], rect[0] + rect[2]), (y1, y2 - y1, rect[1], rect[1] + rect[3])):
+        if delta == 0:
+            if not lo < start < hi:
+                return False
+            continue
+        t1, t2 = sorted(((lo - start) / delta, (hi - start) / delta))
+        low, high = max(low, t1), min(high, t2)
+    return high - low > 1e-9
+
+
+def _crossings(graph, placed) -> list[str]:
+    """Every edge segment that runs through an edge label (its own included) or through a box
+    other than its edge's two ends."""
+    problems = []
+    boxes = {name: (b.x - b.w / 2, b.y - b.h / 2, b.w, b.h) for name, b in placed.boxes.items()}
+    labels = [(f"{s} --> {t}", label.rect) for (_, label), (s, t, _) in zip(placed.routes, graph.edges) if label]
+    for (points, _), (source, target, _) in zip(placed.routes, graph.edges):
+        for p, q in itertools.pairwise(points):
+            problems += [f"the edge {source} --> {target} runs through the box {name!r}"
+                         for name, rect in boxes.items() if name not in (source, target) and _enters(p, q, rect)]
+            problems += [f"the edge {source} --> {target} runs through the label of {owner}"
+                         for owner, rect in labels if _enters(p, q, rect)]
+    return sorted(set(problems))
+
+
 def _check(graph, placed) -> list[str]:
     problems = []
     for a, b in itertools.combinations(_rects(placed), 2):
         if _overlaps(a, b):
             problems.append(f"{a[0]} {a[1]!r} overlaps {b[0]} {b[1]!r}")
+    problems += _crossings(graph, placed)
     for (points, _), (source, target, _) in zip(placed.routes, graph.edges):
         if not _on_border(points[0], placed.boxes[source]):
             problems.append(f"the edge {source} --> {target} does not start on {source}'s box")
@@ -76,10 +112,69 @@ def _check(graph, placed) -> list[str]:
 def test_each_chart_of_the_site_is_laid_out_cleanly_both_ways(name):
     source = SITE_CHARTS.get(name) or pipeline_source(SAMPLE_SHAPES)
     graph = parse(source)
-    for variant in (graph, _turned(graph)):
+    drawn = variants(graph)
+    assert drawn[0] == graph and len(drawn) <= 2
+    checked = []
+    for variant in [graph, _turned(graph), *drawn]:
+        if variant in checked:
+            continue
+        checked.append(variant)
         placed = layout(variant)
         assert placed.boxes.keys() == variant.nodes.keys()
-        assert not _check(variant, placed), _check(variant, placed)
+        assert not _check(variant, placed), (variant.direction, _check(variant, placed))
+
+
+def test_the_overlap_check_sees_an_edge_through_a_label_or_a_box():
+    graph = parse('flowchart LR\n  a -->|"x"| b')
+    placed = layout(graph)
+    [(points, label)] = placed.routes
+    middle = ((points[0][0] + points[-1][0]) / 2, (points[0][1] + points[-1][1]) / 2)
+    label.rect = (middle[0] - 5, middle[1] - 5, 10, 10)  # moved onto its edge
+    assert _crossings(graph, placed) == ["the edge a --> b runs through the label of a --> b"]
+    assert _enters((0, 5), (20, 5), (5, 0, 10, 10)) and not _enters((0, 0), (20, 0), (5, 0, 10, 10))
+    assert not _enters((0, 12), (20, 12), (5, 0, 10, 10)) and _enters((5.5, -5), (5.5, 20), (5, 0, 10, 10))
+
+
+def _shown(html: str) -> tuple[str, str]:
+    """The figures of a chart as the site shows them, light palette: (desktop, phone) as
+    (img tag, SVG). The stylesheet shows the narrow variant, where there is one, on a phone."""
+    tags = re.findall(r'<img class="figure"[^>]*>', html)
+    found = list(zip(tags, _svgs(html)))[::2]  # light, dark per variant: keep light
+    return found[0], found[-1]
+
+
+def _smallest_text_px(tag: str, svg: str, column_px: float, font_pt: float) -> float:
+    """How big the chart's smallest text shows, in CSS px: the image is drawn at its width
+    attribute, shrunk to the column when wider (max-width: 100%), and its text is font_pt units
+    of the SVG's viewBox."""
+    width = float(re.search(r'\bwidth="([\d.]+)"', tag).group(1))
+    view_width = float(re.search(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+) [\d.]+"', svg).group(1))
+    return font_pt * min(width, column_px) / view_width
+
+
+@pytest.mark.parametrize("name", sorted(SITE_CHARTS))
+def test_each_chart_of_the_site_shows_its_text_at_9_css_px_or_more_on_desktop_and_phone(name):
+    graph = parse(SITE_CHARTS[name])
+    labelled = any(label for g in diagrams._walk(graph) for _, _, label in g.edges)
+    smallest = diagrams.LABEL_SIZE if labelled else diagrams.FONT_SIZE  # points = SVG units
+    desktop, phone = _shown(render(SITE_CHARTS[name]))
+    sizes = {
+        "desktop": _smallest_text_px(*desktop, DESKTOP_COLUMN_PX, smallest),
+        "phone": _smallest_text_px(*phone, PHONE_COLUMN_PX, smallest),
+    }
+    assert min(sizes.values()) >= SMALLEST_TEXT_PX, {k: round(v, 2) for k, v in sizes.items()}
+
+
+def test_a_chart_too_wide_for_a_phone_gets_a_narrow_variant_with_its_widest_labels_broken():
+    source = "flowchart TD\n" + "\n".join(f'  x --> h{i}["head {i}: CausalAttention"]' for i in range(1, 5))
+    graph = parse(source)
+    wide, narrow = variants(graph)
+    assert wide == graph and narrow.direction == "TB"
+    assert [narrow.nodes[f"h{i}"] for i in range(1, 5)] == [f"head {i}:<br/>CausalAttention" for i in range(1, 5)]
+    assert describe(narrow) == describe(graph), "a broken line reads the same"
+    html = render(source)
+    assert html.count('class="diagram diagram-wide"') == 1 and html.count('class="diagram diagram-narrow"') == 1
+    assert diagrams._wrap("<i>one two three four</i>", diagrams.FONT_SIZE, 0) == "<i>one two</i><br/><i>three four</i>"
 
 
 def test_every_node_and_edge_label_is_in_the_alt_text():

@@ -18,16 +18,21 @@ The layout is the classic layered one: each node sits one rank after its furthes
 predecessor, a long edge passes through invisible points on the ranks it crosses, each
 rank is ordered to avoid crossings and placed to keep edges straight. The chart is drawn
 with ``figures.to_html`` (one variant per palette), its text as outlines
-so every browser shows the widths measured here. A left-to-right chart also gets a
-top-to-bottom variant, which the stylesheet shows instead on a narrow screen. Anything
-outside the subset is a ``ValueError`` that names the line. Not a model module: it needs
-matplotlib.
+so every browser shows the widths measured here. Each edge label goes beside its edge
+where no edge, box or other label is; where none is free, the edges of that gap leave
+their boxes straight for a while and the labels sit beside those parallel runs. A chart
+also gets a top-to-bottom variant, which the stylesheet shows instead on a narrow
+screen, when it has a left-to-right part or its text would show too small on a phone;
+that variant's widest labels are broken into lines until its text is big enough.
+Anything outside the subset is a ``ValueError`` that names the line. Not a model
+module: it needs matplotlib.
 """
 
 from __future__ import annotations
 
 import functools
 import html
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,6 +52,12 @@ PAD_X, PAD_Y = 9.0, 6.0  # text to box edge
 NODE_GAP = 16.0  # between boxes of one rank
 RANK_GAP = 26.0  # between ranks, before room for edge labels
 CLUSTER_PAD = 10.0
+MARGIN = 4.0  # around the drawing
+# A phone's content column (390 px screen), in CSS px. Its drawing's labels are broken
+# into lines until its smallest text shows at TEXT_PX there (9 px is the floor; the
+# rest is headroom), lines narrower than MIN_WRAP points excepted: they read worse
+# broken than small.
+PHONE_COLUMN_PX, TEXT_PX, MIN_WRAP = 358.0, 10.0, 60.0
 BOX_FILL = (0.31, 0.42, 0.93, 0.13)  # a tint that reads on light and dark pages alike
 
 _HEADER = re.compile(r"flowchart\s+(LR|TB|TD)$")
@@ -207,6 +218,7 @@ def _font(style: str, size: float = FONT_SIZE) -> FontProperties:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def _text_size(label: str, size: float = FONT_SIZE) -> tuple[float, float]:
     lines = _lines(label)
     width = max(
@@ -270,6 +282,9 @@ def layout(graph: Graph) -> Layout:
         chains.append(chain + [target])
     links = [(c[i], c[i + 1]) for c in chains for i in range(len(c) - 1)]
     _order(layers, links)
+    cross = _cross_positions(
+        layers, links, {n: s[1 if across else 0] for n, s in sizes.items()}
+    )
 
     # Along the ranks: each rank as deep as its deepest box, plus room for edge labels.
     depth = [
@@ -277,29 +292,51 @@ def layout(graph: Graph) -> Layout:
         for layer in layers
     ]
     gaps = [RANK_GAP] * max(len(layers) - 1, 0)
+    stubs: dict[int, float] = {}  # rank -> straight run of the edges leaving it
     fans = _fans(chains)
     for (source, target, label), chain in zip(graph.edges, chains):
         if label:
             label_w, label_h = _text_size(label, LABEL_SIZE)
             need = label_w + 16 if across else (2 if fans(chain) else 1) * label_h + 14
             gaps[rank[source]] = max(gaps[rank[source]], need)
-    main, position = {}, 0.0
+    # A label with no free place beside its edge first makes every edge of its gap
+    # leave straight, as far as the label is deep, so that labels sit beside parallel
+    # lines; then the gap grows, giving the labels room to slide along their edges.
+    for _ in range(4):
+        placed, crowded = _place(
+            graph, sizes, layers, chains, cross, depth, gaps, stubs
+        )
+        if not crowded:
+            break
+        for r in crowded:
+            if r in stubs:
+                gaps[r] += RANK_GAP
+                continue
+            stubs[r] = 8 + max(
+                _text_size(label, LABEL_SIZE)[0 if across else 1]
+                for source, _, label in graph.edges
+                if label and rank[source] == r
+            )
+            gaps[r] = max(gaps[r], stubs[r] + 1.5 * RANK_GAP)
+    placed.inner = inner
+    return placed
+
+
+def _place(graph, sizes, layers, chains, cross, depth, gaps, stubs):
+    """The layout for given gaps between ranks and straight runs out of ranks, and the
+    ranks after which an edge label found no free place."""
+    across = graph.direction == "LR"
+    main, ends, position = {}, [], 0.0
     for r, layer in enumerate(layers):
         for node_id in layer:
             main[node_id] = position + depth[r] / 2
+        ends.append(position + depth[r])
         position += depth[r] + (gaps[r] if r < len(gaps) else 0)
-
-    cross = _cross_positions(
-        layers, links, {n: s[1 if across else 0] for n, s in sizes.items()}
-    )
+    rank = {n: r for r, layer in enumerate(layers) for n in layer}
     boxes = {}
-    for node_id in main:
+    for node_id, along in main.items():
         w, h = sizes[node_id]
-        x, y = (
-            (main[node_id], cross[node_id])
-            if across
-            else (cross[node_id], main[node_id])
-        )
+        x, y = (along, cross[node_id]) if across else (cross[node_id], along)
         boxes[node_id] = Box(x, y, w, h)
     routes = []
     for chain in chains:
@@ -311,7 +348,16 @@ def layout(graph: Graph) -> Layout:
             start, end = (first.x, first.y + first.h / 2), (last.x, last.y - last.h / 2)
         routes.append([start, *middle, end])
     _spread_ports(routes, chains, boxes, across)
-    labels = _place_labels(routes, [e[2] for e in graph.edges], chains, boxes, across)
+    for route, chain in zip(routes, chains):
+        for k in range(len(chain) - 2, -1, -1):
+            if rank[chain[k]] in stubs:
+                reach = ends[rank[chain[k]]] + stubs[rank[chain[k]]]
+                x, y = route[k]
+                route.insert(k + 1, (reach, y) if across else (x, reach))
+    labels, stuck = _place_labels(
+        routes, [e[2] for e in graph.edges], chains, boxes, across
+    )
+    crowded = {rank[graph.edges[i][0]] for i in stuck}
     shown = {n: b for n, b in boxes.items() if not n.startswith("\0")}
     # Shift everything, labels included, to start at (0, 0).
     rects = [(b.x - b.w / 2, b.y - b.h / 2, b.w, b.h) for b in shown.values()]
@@ -327,7 +373,7 @@ def layout(graph: Graph) -> Layout:
             label.rect = (x - left, y - top, w, h)
     width = max(r[0] + r[2] for r in rects) - left
     height = max(r[1] + r[3] for r in rects) - top
-    return Layout(width, height, shown, list(zip(routes, labels)), inner)
+    return Layout(width, height, shown, list(zip(routes, labels)), {}), crowded
 
 
 def _spread_ports(routes, chains, boxes, across: bool) -> None:
@@ -356,24 +402,38 @@ def _spread_ports(routes, chains, boxes, across: bool) -> None:
 class Label:
     text: str
     rect: tuple[float, float, float, float]  # left, top, width, height
+    align: str = "center"  # lines of a label beside a vertical edge align on it
 
 
 def _label_at(text: str, segment, t: float, flip: bool, across: bool) -> Label:
     """A label beside the point at ``t`` along ``segment``: above it (left to right) or
     right of it (top to bottom), or on the other side when ``flip``; kept between the
-    segment's ends along the ranks, so it never reaches into a rank's boxes."""
+    segment's ends along the ranks, so it never reaches into a rank's boxes. Its
+    nearest corner keeps a gap from the segment however steep the segment is."""
     width, height = _text_size(text, LABEL_SIZE)
     (x1, y1), (x2, y2) = segment
-    x, y = x1 + t * (x2 - x1), y1 + t * (y2 - y1)
     if across:
+        x = x1 + t * (x2 - x1)
         x = min(max(x, x1 + width / 2 + 2), x2 - width / 2 - 2)
-        y = y1 + (x - x1) / (x2 - x1) * (y2 - y1) if x2 != x1 else y
-        top = y + 3 if flip else y - 3 - height
+        ends = [_along(segment, 0, x + d) for d in (-width / 2, width / 2)]
+        top = max(ends) + 3 if flip else min(ends) - 3 - height
         return Label(text, (x - width / 2, top, width, height))
+    y = y1 + t * (y2 - y1)
     y = min(max(y, y1 + height / 2 + 2), y2 - height / 2 - 2)
-    x = x1 + (y - y1) / (y2 - y1) * (x2 - x1) if y2 != y1 else x
-    left = x - 6 - width if flip else x + 6
-    return Label(text, (left, y - height / 2, width, height))
+    ends = [_along(segment, 1, y + d) for d in (-height / 2, height / 2)]
+    left = min(ends) - 6 - width if flip else max(ends) + 6
+    align = "right" if flip else "left"
+    return Label(text, (left, y - height / 2, width, height), align)
+
+
+def _along(segment, axis: int, value: float) -> float:
+    """The other coordinate of the segment's line where coordinate ``axis`` is
+    ``value``, held to the segment's ends."""
+    (a, b) = segment
+    if a[axis] == b[axis]:
+        return (a[1 - axis] + b[1 - axis]) / 2
+    t = min(max((value - a[axis]) / (b[axis] - a[axis]), 0.0), 1.0)
+    return a[1 - axis] + t * (b[1 - axis] - a[1 - axis])
 
 
 def _overlap(a, b) -> bool:
@@ -383,6 +443,30 @@ def _overlap(a, b) -> bool:
         and a[1] < b[1] + b[3]
         and b[1] < a[1] + a[3]
     )
+
+
+def _crosses(p, q, rect, margin: float = 0.0) -> bool:
+    """Whether the segment p-q passes through ``rect`` grown by ``margin`` on every
+    side (clipping the segment to the rectangle)."""
+    left, top = rect[0] - margin, rect[1] - margin
+    right, bottom = rect[0] + rect[2] + margin, rect[1] + rect[3] + margin
+    (x1, y1), (x2, y2) = p, q
+    dx, dy = x2 - x1, y2 - y1
+    low, high = 0.0, 1.0
+    for step, room in (
+        (-dx, x1 - left),
+        (dx, right - x1),
+        (-dy, y1 - top),
+        (dy, bottom - y1),
+    ):
+        if step == 0:
+            if room <= 0:
+                return False
+        elif step < 0:
+            low = max(low, room / step)
+        else:
+            high = min(high, room / step)
+    return low < high
 
 
 def _fans(chains: list[list[str]]):
@@ -399,32 +483,91 @@ def _fans(chains: list[list[str]]):
     return fan
 
 
-def _place_labels(routes, texts, chains, boxes, across: bool) -> list[Label | None]:
-    """Put each edge label beside the first segment of its edge, at the first of a few
-    points along it that overlaps no box and no label placed before."""
+# Clearance of a label from its own edge's line, and the larger one from any other
+# edge, so that a label reads as its own edge's. Beyond ROOMY, more room is no better.
+OWN_CLEARANCE, OTHER_CLEARANCE, ROOMY = 1.5, 5.0, 30.0
+
+
+def _distance(p, q, rect) -> float:
+    """The distance between the segment p-q and a rectangle (0 where they meet)."""
+    if _crosses(p, q, rect):
+        return 0.0
+    left, top, width, height = rect
+    corners = [(left, top), (left + width, top), (left, top + height)]
+    corners.append((left + width, top + height))
+
+    def to_segment(point) -> float:
+        (x1, y1), (x2, y2), (x, y) = p, q, point
+        length = (x2 - x1) ** 2 + (y2 - y1) ** 2
+        t = ((x - x1) * (x2 - x1) + (y - y1) * (y2 - y1)) / length if length else 0.0
+        t = min(max(t, 0.0), 1.0)
+        return ((x - x1 - t * (x2 - x1)) ** 2 + (y - y1 - t * (y2 - y1)) ** 2) ** 0.5
+
+    def to_rect(point) -> float:
+        x, y = point
+        dx = max(left - x, 0.0, x - left - width)
+        dy = max(top - y, 0.0, y - top - height)
+        return (dx * dx + dy * dy) ** 0.5
+
+    return min([to_segment(c) for c in corners] + [to_rect(p), to_rect(q)])
+
+
+def _place_labels(routes, texts, chains, boxes, across: bool):
+    """Put each edge label beside the first segment of its edge, at one of many points
+    along it and on either side, where it meets no box, no label placed before and no
+    edge: the one with most room from other edges (up to ROOMY), else the first in
+    order of preference. Returns the labels and the indices of the edges whose label
+    found no such place (each of those is put at its first choice)."""
     fans = _fans(chains)
     taken = [
         (b.x - b.w / 2, b.y - b.h / 2, b.w, b.h)
         for n, b in boxes.items()
         if not n.startswith("\0")
     ]
+    placed: list[tuple[float, float, float, float]] = []  # labels, with a margin
+    segments = [list(itertools.pairwise(route)) for route in routes]
+
+    def room(rect, own: int) -> float:
+        """Room from other edges, or -1 where the label may not go."""
+        if any(_overlap(rect, r) for r in taken + placed):
+            return -1.0
+        if any(_crosses(p, q, rect, OWN_CLEARANCE) for p, q in segments[own]):
+            return -1.0
+        nearest = min(
+            (
+                _distance(p, q, rect)
+                for index, route in enumerate(segments)
+                if index != own
+                for p, q in route
+            ),
+            default=ROOMY,
+        )
+        return min(nearest, ROOMY) if nearest >= OTHER_CLEARANCE else -1.0
+
     labels: list[Label | None] = []
-    for route, text, chain in zip(routes, texts, chains):
+    stuck = []
+    for index, (route, text, chain) in enumerate(zip(routes, texts, chains)):
         if not text:
             labels.append(None)
             continue
         # Beside a fan of edges, a label goes where the edges are furthest apart.
         preferred = {"out": 0.7, "in": 0.3, None: 0.5}[fans(chain)]
+        steps = sorted(range(21), key=lambda k: (abs(k / 20 - preferred), k))
         candidates = [
-            _label_at(text, route[:2], t, flip, across)
+            _label_at(text, route[:2], k / 20, flip, across)
             for flip in (False, True)
-            for t in (preferred, 0.5, 0.35, 0.65, 0.2, 0.8)
+            for k in steps
         ]
-        free = [c for c in candidates if not any(_overlap(c.rect, r) for r in taken)]
-        label = free[0] if free else candidates[0]
-        taken.append(label.rect)
-        labels.append(label)
-    return labels
+        rooms = [room(c.rect, index) for c in candidates]
+        best = max(range(len(candidates)), key=lambda i: (rooms[i], -i))
+        if rooms[best] < 0:
+            stuck.append(index)
+            best = 0
+        x, y, w, h = candidates[best].rect
+        margin = OTHER_CLEARANCE
+        placed.append((x - margin, y - margin, w + 2 * margin, h + 2 * margin))
+        labels.append(candidates[best])
+    return labels, stuck
 
 
 def _ranks(graph: Graph) -> dict[str, int]:
@@ -597,7 +740,6 @@ def _draw(ax: plt.Axes, graph: Graph, placed: Layout, dx: float, dy: float) -> N
                 color=INK,
                 parse_math=False,
             )
-    across = graph.direction == "LR"
     for points, label in placed.routes:
         shifted = [(dx + x, dy + y) for x, y in points]
         ax.add_patch(
@@ -611,16 +753,19 @@ def _draw(ax: plt.Axes, graph: Graph, placed: Layout, dx: float, dy: float) -> N
         )
         if label:
             left, top, width, height = label.rect
-            ax.text(
-                dx + left + width / 2,
-                dy + top + height / 2,
-                label.text,
-                color=INK,
-                fontsize=LABEL_SIZE,
-                ha="center",
-                va="center",
-                parse_math=False,
-            )
+            lines = _lines(label.text)
+            x = left + {"left": 0, "center": width / 2, "right": width}[label.align]
+            for i, (text, style) in enumerate(lines):
+                ax.text(
+                    dx + x,
+                    dy + top + (i + 0.5) * height / len(lines),
+                    text,
+                    color=INK,
+                    fontproperties=_font(style, LABEL_SIZE),
+                    ha=label.align,
+                    va="center",
+                    parse_math=False,
+                )
 
 
 def _plain(label: str) -> str:
@@ -645,14 +790,13 @@ def describe(graph: Graph) -> str:
 def figure(graph: Graph) -> plt.Figure:
     """Lay out and draw a parsed chart."""
     placed = layout(graph)
-    margin = 4.0
-    width, height = placed.width + 2 * margin, placed.height + 2 * margin
+    width, height = placed.width + 2 * MARGIN, placed.height + 2 * MARGIN
     fig = plt.figure(figsize=(width / 72, height / 72))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)
     ax.set_axis_off()
-    _draw(ax, graph, placed, margin, margin)
+    _draw(ax, graph, placed, MARGIN, MARGIN)
     return fig
 
 
@@ -662,24 +806,140 @@ def _turned(graph: Graph) -> Graph:
     return Graph("TB", dict(graph.nodes), children, list(graph.edges))
 
 
-def _has_left_to_right(graph: Graph) -> bool:
-    return any(g.direction == "LR" for g in _walk(graph))
+def _smallest_font(graph: Graph) -> float:
+    labelled = any(label for g in _walk(graph) for _, _, label in g.edges)
+    return LABEL_SIZE if labelled else FONT_SIZE
+
+
+def _split_line(part: str, size: float) -> str | None:
+    """One line of a label broken in two at the space that balances the halves best,
+    or None when it has no space."""
+    style, body = "", part
+    if match := _WHOLE_LINE_STYLE.match(part):
+        style, body = match.groups()
+
+    def styled(text: str) -> str:
+        return f"<{style}>{text}</{style}>" if style else text
+
+    spaces = [i for i, char in enumerate(body) if char == " "]
+    if not spaces:
+        return None
+    cut = min(
+        spaces,
+        key=lambda i: (
+            max(
+                _text_size(styled(body[:i]), size)[0],
+                _text_size(styled(body[i + 1 :]), size)[0],
+            ),
+            i,
+        ),
+    )
+    return styled(body[:cut]) + "<br/>" + styled(body[cut + 1 :])
+
+
+def _wrap(label: str, size: float, threshold: float) -> str:
+    """The label with each line at least ``threshold`` wide broken in two."""
+    parts = re.split(r"<br\s*/?>", label)
+    return "<br/>".join(
+        (_split_line(part, size) or part)
+        if _text_size(part, size)[0] >= threshold
+        else part
+        for part in parts
+    )
+
+
+def _texts(graph: Graph):
+    """Every wrappable label as (label, size): node labels and edge labels (a
+    subgraph's title stays one line)."""
+    for g in _walk(graph):
+        for node_id, label in g.nodes.items():
+            if node_id not in g.children:
+                yield label, FONT_SIZE
+        for _, _, label in g.edges:
+            if label:
+                yield label, LABEL_SIZE
+
+
+def _relabelled(graph: Graph, new: dict[tuple[str, float], str]) -> Graph:
+    return Graph(
+        graph.direction,
+        {
+            n: label if n in graph.children else new.get((label, FONT_SIZE), label)
+            for n, label in graph.nodes.items()
+        },
+        {name: _relabelled(child, new) for name, child in graph.children.items()},
+        [
+            (a, b, new.get((label, LABEL_SIZE), label) if label else label)
+            for a, b, label in graph.edges
+        ],
+    )
+
+
+def _fit(graph: Graph, column_px: float) -> Graph:
+    """The chart with as few label lines broken in two as lets its smallest text show
+    at TEXT_PX or more in a column ``column_px`` wide (or as near as breaking lines
+    gets), the widest lines broken first. Same labels break alike."""
+    limit = _smallest_font(graph) * column_px / TEXT_PX  # drawing width, in points
+
+    def width(g: Graph) -> float:  # as to_html saves it: a tight box, padded
+        pad = 72 * plt.rcParams["savefig.pad_inches"]
+        return layout(g).width + 2 * (MARGIN + pad)
+
+    best, best_width = graph, width(graph)
+    if best_width <= limit:
+        return graph
+    texts = list(dict.fromkeys(_texts(graph)))
+    widths = sorted(
+        {
+            _text_size(part, size)[0]
+            for label, size in texts
+            for part in re.split(r"<br\s*/?>", label)
+            if _text_size(part, size)[0] >= MIN_WRAP and _split_line(part, size)
+        },
+        reverse=True,
+    )
+    new: dict[tuple[str, float], str] = {}
+    for threshold in widths:
+        trial_new = {
+            (label, size): _wrap(label, size, threshold) for label, size in texts
+        }
+        trial = _relabelled(graph, trial_new)
+        trial_width = width(trial)
+        if trial_width < best_width:
+            best, best_width, new = trial, trial_width, trial_new
+        if trial_width <= limit:
+            break
+    # Undo the breaks the fit does not need, so that labels stay whole where they can.
+    goal = max(limit, best_width)
+    for key in [k for k, v in new.items() if v != k[0]]:
+        trial_new = {**new, key: key[0]}
+        trial = _relabelled(graph, trial_new)
+        if width(trial) <= goal:
+            best, new = trial, trial_new
+    return best
+
+
+def variants(graph: Graph) -> list[Graph]:
+    """The charts drawn for ``graph``: itself, then, where it differs, the chart for
+    narrow screens: turned top to bottom and fitted to a phone's column."""
+    narrow = _fit(_turned(graph), PHONE_COLUMN_PX)
+    return [graph] if narrow == graph else [graph, narrow]
 
 
 @functools.lru_cache(maxsize=256)
 def render(source: str) -> str:
-    """HTML for a chart: a figure pair from ``to_html``; a chart with a left-to-right
-    part adds a top-to-bottom pair for narrow screens."""
+    """HTML for a chart: a figure pair from ``to_html``; where a narrow screen needs
+    another drawing (a left-to-right part, or labels too wide for its column), a
+    top-to-bottom pair for narrow screens follows."""
     graph = parse(source)
     alt = "Diagram: " + describe(graph)
     with plt.rc_context({"svg.fonttype": "path"}):
-        wide = to_html(figure(graph), alt)
-        if not _has_left_to_right(graph):
-            return f'<div class="diagram">{wide}</div>'
-        narrow = to_html(figure(_turned(graph)), alt)
+        drawn = [to_html(figure(g), alt) for g in variants(graph)]
+    if len(drawn) == 1:
+        return f'<div class="diagram">{drawn[0]}</div>'
     return (
-        f'<div class="diagram diagram-wide">{wide}</div>'
-        f'<div class="diagram diagram-narrow">{narrow}</div>'
+        f'<div class="diagram diagram-wide">{drawn[0]}</div>'
+        f'<div class="diagram diagram-narrow">{drawn[1]}</div>'
     )
 
 
