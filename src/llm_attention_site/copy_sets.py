@@ -150,16 +150,13 @@ def copy_set_markdown(name: str) -> str:
 
 def copy_table_markdown() -> str:
     """Every copyable module, what it holds, what it builds on, and its download."""
-    rows = [
-        "| Module | What it holds | Comes with | Download |",
-        "|---|---|---|---|",
-    ]
-    for name in READING_ORDER:
+    rows = ["| Module | What it holds | Comes with |", "|---|---|---|"]
+    for name in READING_ORDER:  # three columns: a phone shows them without scrolling
         stem = name.removesuffix(".py")
         needs = ", ".join(f"`{f}`" for f in copy_set(name)[1:]) or "torch only"
         download = f'[{stem}.zip]({CODE_URL}/{stem}.zip){{ download="{stem}.zip" }}'
-        link = f"[`{name}`]({stem}.md)"
-        rows.append(f"| {link} | {_summary(name)} | {needs} | {download} |")
+        module = f"[`{name}`]({stem}.md)<br>{download}"
+        rows.append(f"| {module} | {_summary(name)} | {needs} |")
     return "\n".join(rows)
 
 
