@@ -45,8 +45,12 @@ def test_explicit_and_fast_paths_share_weights_and_logits():
 
 
 @PATHS
-@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 5e-2)], ids=["f32", "bf16"])
-def test_caches_prefill_then_decode_equals_one_pass(fast_path, dtype, atol):
+# bound = atol + eps_factor * eps(dtype) * max|logit|: an ulp or two of bfloat16 (eps = 2**-7),
+# where cached and uncached matmuls of other shapes round apart. Measured: 0.0 on both paths
+# (max|logit| = 1.80, bound 0.0281); over seeds 0-29 at most 0.86 eps * max, with
+# ATEN_CPU_CAPABILITY=avx2 (0 with AVX512). The old 5e-2 was 3.5 eps * max.
+@pytest.mark.parametrize("dtype, atol, eps_factor", [(torch.float32, 1e-5, 0), (torch.bfloat16, 0.0, 2)], ids=["f32", "bf16"])
+def test_caches_prefill_then_decode_equals_one_pass(fast_path, dtype, atol, eps_factor):
     model = fresh(fast_path).to(dtype)
     x = tokens(num_tokens=10)
     padding_mask = torch.ones(2, 10, dtype=torch.bool)
@@ -58,6 +62,7 @@ def test_caches_prefill_then_decode_equals_one_pass(fast_path, dtype, atol):
         parts += [model(x[:, t : t + 1], caches=caches) for t in range(6, 10)]
     assert [cache.length for cache in caches] == [10, 10]
     got = torch.cat(parts, dim=1)
+    atol += eps_factor * torch.finfo(dtype).eps * expected[padding_mask].abs().max().item()
     torch.testing.assert_close(got[padding_mask], expected[padding_mask], atol=atol, rtol=0)
 
 

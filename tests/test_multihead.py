@@ -270,10 +270,20 @@ def test_bad_inputs(x, padding_mask, error, message, fast_path, monkeypatch):
     assert called == []  # raised before any tensor work
 
 
-def test_messages_name_the_argument():
-    """Every expected message starts with the name of the argument it is about."""
-    names = {"d_in", "d_out", "context_length", "dropout", "num_heads", "qkv_bias", "causal", "fast_path"}
-    for _, _, message in BAD_ARGUMENTS:
-        assert re.match(r"\w+", message)[0] in names
-    for *_, message in BAD_INPUTS:
-        assert re.match(r"\w+", message)[0] in {"x", "padding_mask"}
+@pytest.mark.parametrize(("kwargs", "error", "message"), BAD_ARGUMENTS, ids=[m for _, _, m in BAD_ARGUMENTS])
+def test_argument_errors_start_with_an_argument_that_was_wrong(kwargs, error, message):
+    """The raised message, not the table, opens with the name of an argument changed from GOOD."""
+    changed = {name for name, value in kwargs.items() if name not in GOOD or repr(value) != repr(GOOD[name])}
+    with pytest.raises(error) as raised:
+        MultiHeadAttention(**kwargs)
+    assert re.match(r"\w+", str(raised.value))[0] in changed, (str(raised.value), changed)
+
+
+@PATHS
+@pytest.mark.parametrize(("x", "padding_mask", "error", "message"), BAD_INPUTS, ids=[m for *_, m in BAD_INPUTS])
+def test_input_errors_start_with_the_input_that_was_wrong(x, padding_mask, error, message, fast_path):
+    """In BAD_INPUTS a padding mask is given only when it is the wrong input."""
+    wrong = "x" if padding_mask is None else "padding_mask"
+    with pytest.raises(error) as raised:
+        MultiHeadAttention(**GOOD, fast_path=fast_path)(x, padding_mask)
+    assert re.match(r"\w+", str(raised.value))[0] == wrong, str(raised.value)

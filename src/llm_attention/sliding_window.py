@@ -37,6 +37,14 @@ def check_window(window: object) -> None:
         )
 
 
+def _check_size(name: str, value: object) -> None:
+    # The rule and words of kv_cache.py, kept here: this module needs only torch.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+
+
 # --8<-- [start:mask]
 def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
     """True where a query may not attend a key: the future, and keys ``window`` or more
@@ -70,6 +78,10 @@ class RollingKVCache:
         ``key_padding``: ``(B, W)`` bool, True = real token.
         ``append(keys, values, padding_mask=None)``: ``(B, H_kv, T, d_h)`` twice and
         ``(B, T)``; returns ``(B, H_kv, T_k, d_h)`` twice and ``(B, T_k)``.
+
+    Raises:
+        TypeError: an argument or input of the wrong type or dtype.
+        ValueError: a wrong size, or keys and values of different shapes.
     """
 
     def __init__(
@@ -86,12 +98,9 @@ class RollingKVCache:
             ("batch_size", batch_size),
             ("num_heads", num_heads),
             ("head_dim", head_dim),
+            ("window", window),  # no None here: a rolling cache needs a window
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        check_window(window)
-        if window is None:
-            raise ValueError("window must be an int >= 1 for a rolling cache, got None")
+            _check_size(name, value)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         shape = (batch_size, num_heads, window, head_dim)
@@ -115,14 +124,16 @@ class RollingKVCache:
         self.key_padding.fill_(True)
 
     def _check_new(self, keys, values, padding_mask) -> None:
-        """Raise a clear error for new keys, values or padding that do not fit."""
+        """Raise the errors ``KVCache`` raises for the same mistakes, before any tensor
+        work; only the overflow has no counterpart (old tokens are dropped)."""
         batch, heads, _, head_dim = self.keys.shape
         for name, tensor in (("keys", keys), ("values", values)):
-            if not isinstance(tensor, torch.Tensor) or tensor.dim() != 4:
-                raise TypeError(f"{name} must be a (B, H_kv, T, d_h) torch.Tensor")
-            if (tensor.shape[0], tensor.shape[1], tensor.shape[3]) != (
-                batch, heads, head_dim
-            ):
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(
+                    f"{name} must be a torch.Tensor, got {type(tensor).__name__}"
+                )
+            sizes = tensor.shape[:2] + tensor.shape[3:]  # (B, H_kv, d_h) when 4-d
+            if tensor.dim() != 4 or sizes != (batch, heads, head_dim):
                 raise ValueError(
                     f"{name} must have shape (B, H_kv, T, d_h) = "
                     f"({batch}, {heads}, T, {head_dim}), got {tuple(tensor.shape)}"
@@ -132,16 +143,24 @@ class RollingKVCache:
                     f"{name} must be {self.keys.dtype} on {self.keys.device} like the "
                     f"cache, got {tensor.dtype} on {tensor.device}"
                 )
-        expected = (batch, keys.shape[2])
-        if padding_mask is not None and (
-            not isinstance(padding_mask, torch.Tensor)
-            or padding_mask.dtype != torch.bool
-            or tuple(padding_mask.shape) != expected
-        ):
-            got = getattr(padding_mask, "shape", type(padding_mask).__name__)
+        if keys.shape != values.shape:  # else the cache would hold unequal lengths
             raise ValueError(
-                f"padding_mask must be a bool tensor of shape (B, T) = {expected} "
-                f"or None, got {got}"
+                f"keys and values must have the same shape, got {tuple(keys.shape)} "
+                f"and {tuple(values.shape)}"
+            )
+        if padding_mask is None:
+            return
+        is_tensor = isinstance(padding_mask, torch.Tensor)
+        if not is_tensor or padding_mask.dtype != torch.bool:
+            raise TypeError(
+                "padding_mask must be a bool torch.Tensor of shape (B, T) or None, "
+                f"got {getattr(padding_mask, 'dtype', type(padding_mask).__name__)}"
+            )
+        expected = (batch, keys.shape[2])
+        if tuple(padding_mask.shape) != expected:
+            raise ValueError(
+                f"padding_mask must have shape (B, T) = {expected}, "
+                f"got {tuple(padding_mask.shape)}"
             )
 
     # --8<-- [start:append]
