@@ -1,7 +1,9 @@
 """GroupedQueryAttention against MultiHeadAttention, against SDPA with keys repeated by
-hand, its two paths against each other, its KV cache, and its errors."""
+hand, its two paths against each other, its KV cache, dropout, and its errors."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -21,13 +23,14 @@ SHAPES = [
 ]
 TOL = dict(atol=1e-5, rtol=1e-5)  # float32 outputs
 GTOL = dict(atol=1e-4, rtol=1e-4)  # float32 gradients: longer sums, larger values
+PATHS = pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
 
 
-def make(shape, seed, *, fast_path=False, causal=True):
+def make(shape, seed, *, fast_path=False, causal=True, dropout=0.0):
     b, t, d_in, d_out, heads, kv_heads, context_length = shape
     torch.manual_seed(seed)
     module = GroupedQueryAttention(
-        d_in, d_out, context_length, 0.0, heads, kv_heads, True,
+        d_in, d_out, context_length, dropout, heads, kv_heads, True,
         causal=causal, fast_path=fast_path,
     )
     with torch.no_grad():
@@ -48,7 +51,7 @@ def left_padding(b, t, seed):
     return mask
 
 
-def sdpa_repeated(module, x, padding_mask=None):
+def sdpa_repeated(module, x, padding_mask=None, *, causal=True):
     """Reference: keys and values repeated by hand to H heads, then PyTorch's SDPA."""
     b, t, _ = x.shape
     h, h_kv, d_h = module.num_heads, module.num_kv_heads, module.head_dim
@@ -57,7 +60,9 @@ def sdpa_repeated(module, x, padding_mask=None):
     v = module.W_value(x).view(b, t, h_kv, d_h).transpose(1, 2)
     k = k.repeat_interleave(h // h_kv, dim=1)
     v = v.repeat_interleave(h // h_kv, dim=1)
-    allowed = torch.ones(t, t, dtype=torch.bool).tril()
+    allowed = torch.ones(t, t, dtype=torch.bool)
+    if causal:
+        allowed = allowed.tril()
     if padding_mask is not None:
         allowed = allowed & padding_mask[:, None, None, :]
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
@@ -134,6 +139,35 @@ def test_cached_decoding_equals_the_whole_sequence(shape, fast_path):
         outs.append(module(x[:, i : i + 1], pad[:, i : i + 1], cache=cache))
     torch.testing.assert_close(torch.cat(outs, dim=1), full, **TOL)
     assert cache.length == t
+
+
+DECODE_CHUNKS = {"5+3+2": [5, 3, 2], "2+4+1+3": [2, 4, 1, 3]}  # the prompt, then chunks
+
+
+@pytest.mark.parametrize(
+    "shape", [(2, 10, 8, 8, 4, 2, 12), (3, 10, 16, 16, 8, 1, 12)], ids=["gqa", "mqa"]
+)
+@pytest.mark.parametrize("chunks", DECODE_CHUNKS.values(), ids=DECODE_CHUNKS)
+@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
+@PATHS
+def test_decoding_several_tokens_at_a_time_equals_the_whole_sequence(
+    shape, chunks, padded, fast_path
+):
+    """After the prompt, chunks of new tokens: each sees every held key and the tokens
+    of its chunk up to its own. (The kernel's own causal mask would line the chunk up
+    with the first keys held, not the last.)"""
+    module, x = make(shape, 7, fast_path=fast_path)
+    b, t = x.shape[:2]
+    pad = left_padding(b, t, 7) if padded else None
+    full = module(x, pad)
+    cache = KVCache(b, module.num_kv_heads, module.head_dim, module.context_length)
+    outs, start = [], 0
+    for size in chunks:
+        new_pad = None if pad is None else pad[:, start : start + size]
+        outs.append(module(x[:, start : start + size], new_pad, cache=cache))
+        start += size
+    assert [out.shape[1] for out in outs] == chunks and cache.length == t
+    torch.testing.assert_close(torch.cat(outs, dim=1), full, **TOL)
 
 
 @pytest.mark.parametrize("num_kv_heads", [8, 4, 2, 1])
@@ -215,3 +249,103 @@ def test_without_the_causal_mask_it_equals_multihead_too(fast_path):
     pad = left_padding(2, 6, 5)
     torch.testing.assert_close(gqa(x), mha(x), **TOL)
     torch.testing.assert_close(gqa(x, pad), mha(x, pad), **TOL)
+
+
+@pytest.mark.parametrize(
+    "shape", SHAPES[1:4], ids=["H=4,H_kv=2", "H=6,H_kv=3", "H=8,H_kv=1"]
+)
+@PATHS
+def test_grouped_heads_without_the_causal_mask_equal_sdpa_with_keys_repeated(
+    shape, fast_path
+):
+    """causal=False with fewer key/value heads than query heads: every query sees every
+    real key of its row, the future included, through its group's key/value head."""
+    module, x = make(shape, 6, fast_path=fast_path, causal=False)
+    pad = left_padding(x.shape[0], x.shape[1], 6)
+    expected = sdpa_repeated(module, x, causal=False)
+    torch.testing.assert_close(module(x), expected, **TOL)
+    expected = sdpa_repeated(module, x, pad, causal=False)
+    torch.testing.assert_close(module(x, pad), expected, **TOL)
+
+
+# --- dropout ----------------------------------------------------------------------------
+
+
+def contexts(module, x, padding_mask=None):
+    """The context vectors of one forward pass, split by head: (B, T, H, d_h), what
+    out_proj receives."""
+    seen = []
+    hook = module.out_proj.register_forward_pre_hook(lambda _, args: seen.append(args[0]))
+    try:
+        module(x, padding_mask)
+    finally:
+        hook.remove()
+    return seen[0].view(*x.shape[:2], module.num_heads, module.head_dim)
+
+
+@PATHS
+def test_dropout_only_in_training(fast_path):
+    """Eval ignores dropout (it gives the output of p = 0); training drops weights,
+    differently at each call, and the same way again under the same seed."""
+    module, x = make((2, 6, 8, 8, 4, 2, 8), 8, fast_path=fast_path, dropout=0.5)
+    pad = left_padding(2, 6, 8)
+    with torch.no_grad():
+        a, b = module.eval()(x, pad), module(x, pad)
+        module.dropout.p = 0.0
+        no_dropout = module.train()(x, pad)
+        module.dropout.p = 0.5
+        torch.manual_seed(1)
+        c, d = module(x, pad), module(x, pad)
+        torch.manual_seed(1)
+        again = module(x, pad)
+    torch.testing.assert_close(a, b, atol=0, rtol=0)  # eval: deterministic
+    torch.testing.assert_close(a, no_dropout, **TOL)  # ... and nothing dropped
+    assert not torch.allclose(c, a, atol=1e-4)  # training: weights dropped
+    assert not torch.allclose(c, d, atol=1e-4)  # ... differently at each call
+    torch.testing.assert_close(again, c, atol=0, rtol=0)  # ... alike under one seed
+
+
+@PATHS
+def test_dropout_is_rescaled_so_its_mean_is_the_eval_output(fast_path):
+    """Dropout keeps a weight with probability 1 - p and scales it by 1 / (1 - p): on
+    average the output is the eval output. 4000 copies of one sequence each get their
+    own draw. Its first token is padding: that query has no key, and gets the output
+    bias at every draw."""
+    module, x = make((1, 5, 8, 8, 4, 2, 8), 9, fast_path=fast_path, dropout=0.5)
+    pad = torch.tensor([[False, True, True, True, True]])
+    n = 4000
+    with torch.no_grad():
+        expected = module.eval()(x, pad)[0]  # (T, d_out)
+        torch.manual_seed(0)
+        samples = module.train()(x.expand(n, -1, -1), pad.expand(n, -1))  # (n, T, d_out)
+        bias = module.out_proj.bias.expand(n, -1)
+    torch.testing.assert_close(samples[:, 0], bias, atol=0, rtol=0)
+    mean, std = samples[:, 1:].mean(0), samples[:, 1:].std(0)  # (T - 1, d_out)
+    assert (std > 1e-3).all()  # dropout really varies every real output
+    bound = 5 * std / math.sqrt(n) + 1e-6  # 5 standard errors
+    assert ((mean - expected[1:]).abs() <= bound).all()
+
+
+@PATHS
+def test_dropout_drops_or_rescales_each_attention_weight(fast_path):
+    """The first real token of a row sees only itself: its one weight, 1, becomes 0 or
+    1 / (1 - p) = 2, so each head's context vector is 0 or twice its value vector,
+    nothing between (dropout acts on the weights, rescaled, and training keeps the causal
+    and padding masks). About half are dropped. A query with no key stays 0."""
+    module, x = make((1, 4, 8, 8, 4, 2, 8), 10, fast_path=fast_path, dropout=0.5)
+    n = 64
+    x = x.expand(n, -1, -1)  # (n, T, d_in)
+    pad = torch.ones(n, 4, dtype=torch.bool)
+    pad[::2, :2] = False  # every other row starts with two padding tokens
+    first = torch.where(pad[:, 0], 0, 2)  # (n,) position of the first real token
+    with torch.no_grad():
+        context = contexts(module.train(), x, pad)  # (n, T, H, d_h)
+        values = module.W_value(x).view(n, 4, 2, 2)  # (n, T, H_kv, d_h)
+        values = values.repeat_interleave(2, dim=2)  # (n, T, H, d_h): head h reads h // G
+    rows = torch.arange(n)
+    own, value = context[rows, first], values[rows, first]  # (n, H, d_h)
+    kept = torch.isclose(own, 2 * value).all(-1)  # (n, H)
+    dropped = (own == 0).all(-1)  # (n, H)
+    assert (kept | dropped).all()
+    assert 0.3 < dropped.float().mean() < 0.7  # p = 0.5 of 256 draws
+    assert (context[::2, :2] == 0).all()  # padding queries: no key, no weight to drop

@@ -1,12 +1,16 @@
-"""ModernAttention on its own: its two paths, its caches, padding, the future, errors.
+"""ModernAttention on its own: its two paths, its caches, padding, the future, the window,
+dropout, errors.
 
 (Its equality with transformers' layers is in test_modern_reference.py.)
 """
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from llm_attention.kv_cache import KVCache
 from llm_attention.modern import ModernAttention
@@ -22,6 +26,7 @@ VARIANTS = {
     "qk-norm": dict(qk_norm=True, head_dim=6),
     "all": dict(window=2, qk_norm=True, qkv_bias=True, out_bias=True),
 }
+PATHS = pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
 
 
 def make(name, seed=0, *, fast_path=False, dropout=0.0):
@@ -69,12 +74,22 @@ def test_fully_padded_rows_give_the_output_bias(fast_path):
     torch.testing.assert_close(out[2], module.out_proj.bias.expand(9, -1))
 
 
+# Tokens per call: the prompt, then the new tokens of each decoding step.
+DECODE_STEPS = {
+    "4+1+1+1+1+1": [4, 1, 1, 1, 1, 1],
+    "4+3+2": [4, 3, 2],  # chunks as long as the window ("window") or longer ("all")
+    "2+3+4": [2, 3, 4],  # a prompt shorter than the window, then longer chunks
+}
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 @pytest.mark.parametrize("fast_path", [False, True])
 @pytest.mark.parametrize("cache_kind", ["made", "full"])
-def test_cached_decoding_equals_the_whole_sequence(name, fast_path, cache_kind):
-    """The prompt at once, then one token at a time: the outputs of one full pass.
-    ``made`` is make_cache (rolling with a window); ``full`` a KVCache in every case."""
+@pytest.mark.parametrize("steps", DECODE_STEPS.values(), ids=DECODE_STEPS)
+def test_cached_decoding_equals_the_whole_sequence(name, fast_path, cache_kind, steps):
+    """The prompt at once, then one or several tokens at a time: the outputs of one full
+    pass. ``made`` is make_cache (rolling with a window, which must keep the last
+    ``window`` keys of a chunk of any length); ``full`` a KVCache in every case."""
     module = make(name, fast_path=fast_path)
     x, pad = torch.randn(3, 9, 16), padding()
     pad[2, 5:] = True  # the third row: padding, then real tokens
@@ -83,8 +98,12 @@ def test_cached_decoding_equals_the_whole_sequence(name, fast_path, cache_kind):
         cache = module.make_cache(3)
     else:
         cache = KVCache(3, module.num_kv_heads, module.head_dim, 12)
-    outs = [module(x[:, :4], pad[:, :4], cache=cache)]
-    outs += [module(x[:, i : i + 1], pad[:, i : i + 1], cache=cache) for i in range(4, 9)]
+    outs, start = [], 0
+    for size in steps:
+        end = start + size
+        outs.append(module(x[:, start:end], pad[:, start:end], cache=cache))
+        start = end
+    assert [out.shape[1] for out in outs] == steps and cache.length == 9
     torch.testing.assert_close(torch.cat(outs, dim=1), full, **TOL)
     if cache_kind == "made" and module.window is not None:
         assert isinstance(cache, RollingKVCache) and cache.keys.shape[2] == module.window
@@ -113,12 +132,125 @@ def test_window_hides_keys_too_far_back():
     assert not torch.allclose(module(near)[0, 8], module(x)[0, 8])
 
 
-def test_dropout_only_in_training():
-    module = make("gqa+rope", dropout=0.5).eval()
-    x = torch.randn(2, 9, 16)
-    torch.testing.assert_close(module(x), module(x))
-    module.train()
-    assert not torch.allclose(module(x), module(x))
+@pytest.mark.parametrize("name", ["window", "all"])
+@pytest.mark.parametrize("extra", [-1, 0, 1], ids=["T=w-1", "T=w", "T=w+1"])
+def test_fast_path_leaves_the_window_to_the_kernel_while_it_hides_nothing(
+    name, extra, monkeypatch
+):
+    """Without padding or cache, T <= window: no key is window or more back, so the fast
+    path passes no mask and lets the kernel mask the future; at T = window + 1 the
+    window hides a key, and the fast path needs its mask. Both give the explicit path's
+    values and gradients."""
+    explicit, fast = make(name), make(name, fast_path=True)
+    num_tokens = fast.window + extra
+    calls = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, is_causal=False, **kwargs):
+        calls.append((attn_mask is None, is_causal))
+        return real(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    x = torch.randn(3, num_tokens, 16)
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out1, out2 = explicit(x1), fast(x2)
+    if extra <= 0:  # no mask; the kernel's causal mask unless one token sees itself
+        assert calls == [(True, num_tokens > 1)]
+    else:
+        assert calls == [(False, False)]
+    torch.testing.assert_close(out1, out2, **TOL)
+    grad = torch.randn_like(out1)
+    out1.backward(grad)
+    out2.backward(grad)
+    torch.testing.assert_close(x1.grad, x2.grad, **GTOL)
+    for (p_name, p1), p2 in zip(explicit.named_parameters(), fast.parameters()):
+        torch.testing.assert_close(p1.grad, p2.grad, **GTOL, msg=p_name)
+
+
+# --- dropout ----------------------------------------------------------------------------
+
+
+def contexts(module, x, padding_mask=None):
+    """The context vectors of one forward pass, split by head: (B, T, H, d_h), what
+    out_proj receives."""
+    seen = []
+    hook = module.out_proj.register_forward_pre_hook(lambda _, args: seen.append(args[0]))
+    try:
+        module(x, padding_mask)
+    finally:
+        hook.remove()
+    return seen[0].view(*x.shape[:2], module.num_heads, module.head_dim)
+
+
+@pytest.mark.parametrize("name", ["gqa+rope", "all"])
+@PATHS
+def test_dropout_only_in_training(name, fast_path):
+    """Eval ignores dropout (it gives the output of p = 0); training drops weights,
+    differently at each call, and the same way again under the same seed."""
+    module = make(name, fast_path=fast_path, dropout=0.5)
+    x, pad = torch.randn(3, 9, 16), padding()
+    with torch.no_grad():
+        a, b = module.eval()(x, pad), module(x, pad)
+        module.dropout.p = 0.0
+        no_dropout = module.train()(x, pad)
+        module.dropout.p = 0.5
+        torch.manual_seed(1)
+        c, d = module(x, pad), module(x, pad)
+        torch.manual_seed(1)
+        again = module(x, pad)
+    torch.testing.assert_close(a, b, atol=0, rtol=0)  # eval: deterministic
+    torch.testing.assert_close(a, no_dropout, **TOL)  # ... and nothing dropped
+    assert not torch.allclose(c, a, atol=1e-4)  # training: weights dropped
+    assert not torch.allclose(c, d, atol=1e-4)  # ... differently at each call
+    torch.testing.assert_close(again, c, atol=0, rtol=0)  # ... alike under one seed
+
+
+@pytest.mark.parametrize("name", ["gqa+rope", "all"])
+@PATHS
+def test_dropout_is_rescaled_so_its_mean_is_the_eval_output(name, fast_path):
+    """Dropout keeps a weight with probability 1 - p and scales it by 1 / (1 - p): on
+    average the output is the eval output, window and padding included. 4000 copies of
+    one sequence each get their own draw. Its first token is padding: that query has no
+    key, and gets the output bias (or 0) at every draw."""
+    module = make(name, 1, fast_path=fast_path, dropout=0.5)
+    x = torch.randn(1, 5, 16)
+    pad = torch.tensor([[False, True, True, True, True]])
+    n = 4000
+    with torch.no_grad():
+        expected = module.eval()(x, pad)[0]  # (T, d_out)
+        torch.manual_seed(0)
+        samples = module.train()(x.expand(n, -1, -1), pad.expand(n, -1))  # (n, T, d_out)
+    torch.testing.assert_close(samples[:, 0], expected[0].expand(n, -1), atol=0, rtol=0)
+    mean, std = samples[:, 1:].mean(0), samples[:, 1:].std(0)  # (T - 1, d_out)
+    assert (std > 1e-3).all()  # dropout really varies every real output
+    bound = 5 * std / math.sqrt(n) + 1e-6  # 5 standard errors
+    assert ((mean - expected[1:]).abs() <= bound).all()
+
+
+@pytest.mark.parametrize("name", ["gqa+rope", "all"])
+@PATHS
+def test_dropout_drops_or_rescales_each_attention_weight(name, fast_path):
+    """The first real token of a row sees only itself: its one weight, 1, becomes 0 or
+    1 / (1 - p) = 2, so each head's context vector is 0 or twice its value vector,
+    nothing between (dropout acts on the weights, rescaled, and training keeps the causal
+    and padding masks). About half are dropped. A query with no key stays 0."""
+    module = make(name, 2, fast_path=fast_path, dropout=0.5).train()
+    n, t, heads, kv_heads = 32, 4, module.num_heads, module.num_kv_heads
+    x = torch.randn(1, t, 16).expand(n, -1, -1)  # (n, T, d_in)
+    pad = torch.ones(n, t, dtype=torch.bool)
+    pad[::2, :2] = False  # every other row starts with two padding tokens
+    first = torch.where(pad[:, 0], 0, 2)  # (n,) position of the first real token
+    with torch.no_grad():
+        context = contexts(module, x, pad)  # (n, T, H, d_h)
+        values = module.W_value(x).view(n, t, kv_heads, module.head_dim)  # (n, T, H_kv, d_h)
+        values = values.repeat_interleave(heads // kv_heads, dim=2)  # (n, T, H, d_h)
+    rows = torch.arange(n)
+    own, value = context[rows, first], values[rows, first]  # (n, H, d_h)
+    kept = torch.isclose(own, 2 * value).all(-1)  # (n, H)
+    dropped = (own == 0).all(-1)  # (n, H)
+    assert (kept | dropped).all()
+    assert 0.3 < dropped.float().mean() < 0.7  # p = 0.5 of 128 draws
+    assert (context[::2, :2] == 0).all()  # padding queries: no key, no weight to drop
 
 
 @pytest.mark.parametrize(

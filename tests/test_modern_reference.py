@@ -6,7 +6,8 @@ its model's rotary class and its mask from transformers' masking utilities, exac
 inside the model; its weights are loaded into ours with ``from_hf_state_dict``:
 
 - Llama: grouped-query attention and RoPE (biases on, to check every name maps);
-- Mistral: the same plus a sliding window, with transformers' sliding cache when decoding;
+- Mistral: the same plus a sliding window, with transformers' sliding cache when decoding,
+  and sequences one shorter than the window, as long, and one longer;
 - Qwen3: QK-norm, and a head width that is not hidden_size / num_heads.
 
 Outputs are compared at real tokens (a padding query has no meaning in either).
@@ -78,6 +79,12 @@ def families() -> dict:
 
 
 B, T, PROMPT = 3, 12, 7
+# Tokens per call when decoding: the prompt, then the new tokens of each step.
+DECODE_STEPS = {
+    "7+1+1+1+1+1": [PROMPT] + [1] * (T - PROMPT),
+    "7+3+2": [PROMPT, 3, 2],
+    "4+6+2": [4, 6, 2],  # a chunk longer than Mistral's window, padding inside it
+}
 
 
 @pytest.fixture(scope="module", params=FAMILY_NAMES)
@@ -135,14 +142,16 @@ def test_prefill_matches(pair, padded, fast_path):
 
 @pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
 @pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
-def test_cached_decoding_matches(pair, padded, fast_path):
-    """A prompt of PROMPT tokens, then one token at a time, each side with its own
-    cache (transformers' DynamicCache; ours: KVCache, or RollingKVCache with a window)."""
+@pytest.mark.parametrize("sizes", DECODE_STEPS.values(), ids=DECODE_STEPS)
+def test_cached_decoding_matches(pair, padded, fast_path, sizes):
+    """A prompt, then one or several tokens at a time, each side with its own cache
+    (transformers' DynamicCache; ours: KVCache, or RollingKVCache with a window)."""
     name, config, *_, ours = pair
     x, padding = inputs(config, 3, padded)
     ours.fast_path = fast_path
     hf_cache, our_cache = hf().DynamicCache(config=config), ours.make_cache(B)
-    steps = [(0, PROMPT)] + [(i, i + 1) for i in range(PROMPT, T)]
+    ends = torch.tensor(sizes).cumsum(0).tolist()
+    steps = list(zip([0, *ends[:-1]], ends))  # (start, end) of each call
     with torch.no_grad():
         for start, end in steps:
             expected = reference_forward(
@@ -155,6 +164,24 @@ def test_cached_decoding_matches(pair, padded, fast_path):
     assert our_cache.length == T
     if name == "mistral":  # the rolling cache holds the window, no more
         assert our_cache.keys.shape[2] == config.sliding_window
+
+
+@pytest.mark.parametrize("pair", ["mistral"], indirect=True)
+@pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+@pytest.mark.parametrize("extra", [-1, 0, 1], ids=["T=window-1", "T=window", "T=window+1"])
+def test_prefill_around_the_window_matches(pair, extra, fast_path):
+    """No padding, no cache, T up to the window: no key is window or more back, and our
+    fast path leaves all masking to the kernel; one token more, and the window hides
+    the first key from the last query."""
+    _, config, *_, ours = pair
+    num_tokens = config.sliding_window + extra
+    x, _ = inputs(config, 4, False)
+    x = x[:, :num_tokens]
+    ours.fast_path = fast_path
+    with torch.no_grad():
+        expected = reference_forward(pair, x, torch.ones(B, num_tokens, dtype=torch.long))
+        got = ours(x)
+    torch.testing.assert_close(got, expected, **TOL)
 
 
 def test_whole_model_state_dict_loads_by_prefix():
