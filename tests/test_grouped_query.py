@@ -3,7 +3,6 @@ hand, its two paths against each other, its KV cache, dropout, and its errors.""
 
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch
@@ -12,6 +11,11 @@ import torch.nn.functional as F
 from llm_attention.grouped_query import GroupedQueryAttention
 from llm_attention.kv_cache import KVCache, kv_cache_bytes
 from llm_attention.multihead import MultiHeadAttention
+from tests.dropout_checks import (
+    assert_dropout_only_in_training,
+    assert_each_weight_dropped_or_rescaled,
+    dropout_samples,
+)
 
 # (B, T, d_in, d_out, num_heads, num_kv_heads, context_length)
 SHAPES = [
@@ -271,81 +275,29 @@ def test_grouped_heads_without_the_causal_mask_equal_sdpa_with_keys_repeated(
 # --- dropout ----------------------------------------------------------------------------
 
 
-def contexts(module, x, padding_mask=None):
-    """The context vectors of one forward pass, split by head: (B, T, H, d_h), what
-    out_proj receives."""
-    seen = []
-    hook = module.out_proj.register_forward_pre_hook(lambda _, args: seen.append(args[0]))
-    try:
-        module(x, padding_mask)
-    finally:
-        hook.remove()
-    return seen[0].view(*x.shape[:2], module.num_heads, module.head_dim)
-
-
 @PATHS
 def test_dropout_only_in_training(fast_path):
-    """Eval ignores dropout (it gives the output of p = 0); training drops weights,
-    differently at each call, and the same way again under the same seed."""
     module, x = make((2, 6, 8, 8, 4, 2, 8), 8, fast_path=fast_path, dropout=0.5)
-    pad = left_padding(2, 6, 8)
-    with torch.no_grad():
-        a, b = module.eval()(x, pad), module(x, pad)
-        module.dropout.p = 0.0
-        no_dropout = module.train()(x, pad)
-        module.dropout.p = 0.5
-        torch.manual_seed(1)
-        c, d = module(x, pad), module(x, pad)
-        torch.manual_seed(1)
-        again = module(x, pad)
-    torch.testing.assert_close(a, b, atol=0, rtol=0)  # eval: deterministic
-    torch.testing.assert_close(a, no_dropout, **TOL)  # ... and nothing dropped
-    assert not torch.allclose(c, a, atol=1e-4)  # training: weights dropped
-    assert not torch.allclose(c, d, atol=1e-4)  # ... differently at each call
-    torch.testing.assert_close(again, c, atol=0, rtol=0)  # ... alike under one seed
+    assert_dropout_only_in_training(module, x, left_padding(2, 6, 8), TOL)
 
 
 @PATHS
 def test_dropout_is_rescaled_so_its_mean_is_the_eval_output(fast_path):
-    """Dropout keeps a weight with probability 1 - p and scales it by 1 / (1 - p): on
-    average the output is the eval output. 4000 copies of one sequence each get their
-    own draw. Its first token is padding: that query has no key, and gets the output
-    bias at every draw."""
+    """On average the output is the eval output. The first token is padding: that query
+    has no key, and gets the output bias at every draw."""
     module, x = make((1, 5, 8, 8, 4, 2, 8), 9, fast_path=fast_path, dropout=0.5)
     pad = torch.tensor([[False, True, True, True, True]])
-    n = 4000
-    with torch.no_grad():
-        expected = module.eval()(x, pad)[0]  # (T, d_out)
-        torch.manual_seed(0)
-        samples = module.train()(x.expand(n, -1, -1), pad.expand(n, -1))  # (n, T, d_out)
-        bias = module.out_proj.bias.expand(n, -1)
+    _, samples = dropout_samples(module, x, pad)  # (n, T, d_out)
+    bias = module.out_proj.bias.expand(samples.shape[0], -1)  # (n, d_out)
     torch.testing.assert_close(samples[:, 0], bias, atol=0, rtol=0)
-    mean, std = samples[:, 1:].mean(0), samples[:, 1:].std(0)  # (T - 1, d_out)
-    assert (std > 1e-3).all()  # dropout really varies every real output
-    bound = 5 * std / math.sqrt(n) + 1e-6  # 5 standard errors
-    assert ((mean - expected[1:]).abs() <= bound).all()
 
 
 @PATHS
 def test_dropout_drops_or_rescales_each_attention_weight(fast_path):
-    """The first real token of a row sees only itself: its one weight, 1, becomes 0 or
-    1 / (1 - p) = 2, so each head's context vector is 0 or twice its value vector,
-    nothing between (dropout acts on the weights, rescaled, and training keeps the causal
-    and padding masks). About half are dropped. A query with no key stays 0."""
+    """Dropout acts on the weights, rescaled, and training keeps the causal and padding
+    masks (tests/dropout_checks.py)."""
     module, x = make((1, 4, 8, 8, 4, 2, 8), 10, fast_path=fast_path, dropout=0.5)
     n = 64
-    x = x.expand(n, -1, -1)  # (n, T, d_in)
     pad = torch.ones(n, 4, dtype=torch.bool)
     pad[::2, :2] = False  # every other row starts with two padding tokens
-    first = torch.where(pad[:, 0], 0, 2)  # (n,) position of the first real token
-    with torch.no_grad():
-        context = contexts(module.train(), x, pad)  # (n, T, H, d_h)
-        values = module.W_value(x).view(n, 4, 2, 2)  # (n, T, H_kv, d_h)
-        values = values.repeat_interleave(2, dim=2)  # (n, T, H, d_h): head h reads h // G
-    rows = torch.arange(n)
-    own, value = context[rows, first], values[rows, first]  # (n, H, d_h)
-    kept = torch.isclose(own, 2 * value).all(-1)  # (n, H)
-    dropped = (own == 0).all(-1)  # (n, H)
-    assert (kept | dropped).all()
-    assert 0.3 < dropped.float().mean() < 0.7  # p = 0.5 of 256 draws
-    assert (context[::2, :2] == 0).all()  # padding queries: no key, no weight to drop
+    assert_each_weight_dropped_or_rescaled(module, x.expand(n, -1, -1), pad)

@@ -6,7 +6,6 @@ dropout, errors.
 
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch
@@ -16,6 +15,11 @@ from llm_attention.kv_cache import KVCache
 from llm_attention.modern import ModernAttention
 from llm_attention.multihead import MultiHeadAttention
 from llm_attention.sliding_window import RollingKVCache
+from tests.dropout_checks import (
+    assert_dropout_only_in_training,
+    assert_each_weight_dropped_or_rescaled,
+    dropout_samples,
+)
 
 TOL = dict(atol=1e-5, rtol=1e-5)  # float32 outputs
 GTOL = dict(atol=1e-4, rtol=1e-4)  # float32 gradients
@@ -170,87 +174,36 @@ def test_fast_path_leaves_the_window_to_the_kernel_while_it_hides_nothing(
 # --- dropout ----------------------------------------------------------------------------
 
 
-def contexts(module, x, padding_mask=None):
-    """The context vectors of one forward pass, split by head: (B, T, H, d_h), what
-    out_proj receives."""
-    seen = []
-    hook = module.out_proj.register_forward_pre_hook(lambda _, args: seen.append(args[0]))
-    try:
-        module(x, padding_mask)
-    finally:
-        hook.remove()
-    return seen[0].view(*x.shape[:2], module.num_heads, module.head_dim)
-
-
 @pytest.mark.parametrize("name", ["gqa+rope", "all"])
 @PATHS
 def test_dropout_only_in_training(name, fast_path):
-    """Eval ignores dropout (it gives the output of p = 0); training drops weights,
-    differently at each call, and the same way again under the same seed."""
     module = make(name, fast_path=fast_path, dropout=0.5)
-    x, pad = torch.randn(3, 9, 16), padding()
-    with torch.no_grad():
-        a, b = module.eval()(x, pad), module(x, pad)
-        module.dropout.p = 0.0
-        no_dropout = module.train()(x, pad)
-        module.dropout.p = 0.5
-        torch.manual_seed(1)
-        c, d = module(x, pad), module(x, pad)
-        torch.manual_seed(1)
-        again = module(x, pad)
-    torch.testing.assert_close(a, b, atol=0, rtol=0)  # eval: deterministic
-    torch.testing.assert_close(a, no_dropout, **TOL)  # ... and nothing dropped
-    assert not torch.allclose(c, a, atol=1e-4)  # training: weights dropped
-    assert not torch.allclose(c, d, atol=1e-4)  # ... differently at each call
-    torch.testing.assert_close(again, c, atol=0, rtol=0)  # ... alike under one seed
+    assert_dropout_only_in_training(module, torch.randn(3, 9, 16), padding(), TOL)
 
 
 @pytest.mark.parametrize("name", ["gqa+rope", "all"])
 @PATHS
 def test_dropout_is_rescaled_so_its_mean_is_the_eval_output(name, fast_path):
-    """Dropout keeps a weight with probability 1 - p and scales it by 1 / (1 - p): on
-    average the output is the eval output, window and padding included. 4000 copies of
-    one sequence each get their own draw. Its first token is padding: that query has no
-    key, and gets the output bias (or 0) at every draw."""
+    """On average the output is the eval output, window and padding included. The first
+    token is padding: that query has no key, and gets the output bias (or 0) at every
+    draw."""
     module = make(name, 1, fast_path=fast_path, dropout=0.5)
-    x = torch.randn(1, 5, 16)
     pad = torch.tensor([[False, True, True, True, True]])
-    n = 4000
-    with torch.no_grad():
-        expected = module.eval()(x, pad)[0]  # (T, d_out)
-        torch.manual_seed(0)
-        samples = module.train()(x.expand(n, -1, -1), pad.expand(n, -1))  # (n, T, d_out)
+    expected, samples = dropout_samples(module, torch.randn(1, 5, 16), pad)
+    n = samples.shape[0]
     torch.testing.assert_close(samples[:, 0], expected[0].expand(n, -1), atol=0, rtol=0)
-    mean, std = samples[:, 1:].mean(0), samples[:, 1:].std(0)  # (T - 1, d_out)
-    assert (std > 1e-3).all()  # dropout really varies every real output
-    bound = 5 * std / math.sqrt(n) + 1e-6  # 5 standard errors
-    assert ((mean - expected[1:]).abs() <= bound).all()
 
 
 @pytest.mark.parametrize("name", ["gqa+rope", "all"])
 @PATHS
 def test_dropout_drops_or_rescales_each_attention_weight(name, fast_path):
-    """The first real token of a row sees only itself: its one weight, 1, becomes 0 or
-    1 / (1 - p) = 2, so each head's context vector is 0 or twice its value vector,
-    nothing between (dropout acts on the weights, rescaled, and training keeps the causal
-    and padding masks). About half are dropped. A query with no key stays 0."""
-    module = make(name, 2, fast_path=fast_path, dropout=0.5).train()
-    n, t, heads, kv_heads = 32, 4, module.num_heads, module.num_kv_heads
-    x = torch.randn(1, t, 16).expand(n, -1, -1)  # (n, T, d_in)
+    """Dropout acts on the weights, rescaled, and training keeps the causal, window and
+    padding masks (tests/dropout_checks.py)."""
+    module = make(name, 2, fast_path=fast_path, dropout=0.5)
+    n, t = 32, 4
     pad = torch.ones(n, t, dtype=torch.bool)
     pad[::2, :2] = False  # every other row starts with two padding tokens
-    first = torch.where(pad[:, 0], 0, 2)  # (n,) position of the first real token
-    with torch.no_grad():
-        context = contexts(module, x, pad)  # (n, T, H, d_h)
-        values = module.W_value(x).view(n, t, kv_heads, module.head_dim)  # (n, T, H_kv, d_h)
-        values = values.repeat_interleave(heads // kv_heads, dim=2)  # (n, T, H, d_h)
-    rows = torch.arange(n)
-    own, value = context[rows, first], values[rows, first]  # (n, H, d_h)
-    kept = torch.isclose(own, 2 * value).all(-1)  # (n, H)
-    dropped = (own == 0).all(-1)  # (n, H)
-    assert (kept | dropped).all()
-    assert 0.3 < dropped.float().mean() < 0.7  # p = 0.5 of 128 draws
-    assert (context[::2, :2] == 0).all()  # padding queries: no key, no weight to drop
+    assert_each_weight_dropped_or_rescaled(module, torch.randn(1, t, 16).expand(n, -1, -1), pad)
 
 
 @pytest.mark.parametrize(
