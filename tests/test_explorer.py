@@ -49,3 +49,35 @@ def test_bad_input_is_refused_with_the_argument_named():
         attention_explorer(TOKENS, {"x": torch.eye(2)})
     with pytest.raises(ValueError, match=r"states\['x'\] must hold weights in \[0, 1\]"):
         attention_explorer(TOKENS, {"x": torch.eye(3) * 2})
+
+
+def _luminance(rgb) -> float:
+    """WCAG 2 relative luminance of an sRGB colour given as 0-255 integers."""
+    linear = [c / 255 / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(one, two) -> float:
+    high, low = sorted((_luminance(one), _luminance(two)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("page, dark_page", [((255, 255, 255), False), ((30, 33, 41), True)])
+def test_every_cell_shade_keeps_its_text_readable(page, dark_page):
+    """Each weight's cell, rgba(33, 102, 172, w) over the light or the dark page, with the ink
+    the explorer gives it (the stylesheet makes all ink white on the dark page), keeps the 4.5:1
+    contrast that WCAG AA asks of small text, for every weight the explorer can show."""
+    from llm_attention_site.explorer import LIGHT_INK_FROM
+
+    worst = 21.0
+    for step in range(1001):
+        weight = step / 1000
+        cell = [round(p * (1 - weight) + c * weight) for p, c in zip(page, (33, 102, 172))]
+        ink = (255, 255, 255) if dark_page or weight >= LIGHT_INK_FROM else (0, 0, 0)
+        worst = min(worst, _contrast(cell, ink))
+    assert worst >= 4.5, f"a cell's text falls to {worst:.2f}:1"
+    weights = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.05, 0.05, 0.9]])
+    cells = re.findall(r'<td( class="ink-light")? style="background: rgba\(33, 102, 172, ([0-9.]+)\)"',
+                       attention_explorer(TOKENS, {"x": weights}))
+    assert [float(w) for _, w in cells] == [round(w, 3) for w in weights.flatten().tolist()]
+    assert [bool(light) for light, _ in cells] == [w >= LIGHT_INK_FROM for w in weights.flatten().tolist()]

@@ -6,15 +6,18 @@
 (function () {
   "use strict";
 
-  function cellStyle(cell, value) {
+  // The ink threshold comes from Python (explorer.LIGHT_INK_FROM), so the still table and
+  // the live one agree; the stylesheet turns all ink white in the dark palette.
+  function cellStyle(cell, value, lightFrom) {
     cell.style.background = "rgba(33, 102, 172, " + value.toFixed(3) + ")";
-    cell.style.color = value > 0.5 ? "#fff" : "inherit";
+    cell.classList.toggle("ink-light", value >= lightFrom);
   }
 
   function setup(figure) {
     if (figure.dataset.ready) return;
     figure.dataset.ready = "1";
     var data = JSON.parse(figure.dataset.explorer);
+    var lightFrom = parseFloat(figure.dataset.lightInkFrom);
     var names = Object.keys(data.states);
     var state = names[0];
     var query = 0;
@@ -72,7 +75,7 @@
         for (var j = 0; j < data.tokens.length; j++) {
           var cell = row.cells[j + 1];
           cell.textContent = weights[i][j];
-          cellStyle(cell, parseFloat(weights[i][j]));
+          cellStyle(cell, parseFloat(weights[i][j]), lightFrom);
         }
       });
       switches.forEach(function (b) {
