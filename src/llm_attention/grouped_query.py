@@ -140,7 +140,8 @@ def grouped_attention_fast(
     queries, keys, values, mask_bool, dropout_p, causal=False
 ):
     """The same result in one fused call; ``enable_gqa`` shares each key/value head
-    with its ``G`` query heads without copying the keys. ``mask_bool`` None: every
+    with its ``G`` query heads (the fused CPU kernel reads it in place; the math
+    fallback repeats it ``G`` times). ``mask_bool`` None: every
     query may attend every key, or, with ``causal``, every key up to its own."""
     if mask_bool is None:  # the kernel makes the causal mask itself, by tiles
         return F.scaled_dot_product_attention(
