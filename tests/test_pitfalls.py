@@ -436,3 +436,21 @@ def test_head_split_each_head_uses_its_own_columns_and_no_future(B, T, d_in, d_o
         changed = x.clone()
         changed[:, -1] += 1.0  # the last token only
         assert torch.allclose(mha(changed)[:, :-1], base[:, :-1])
+
+
+# --- #is-causal-alignment: a cached step has fewer queries than keys ------------------------------
+def test_is_causal_alignment_cached_steps_see_every_earlier_key(fast_path):
+    """Decoding with a cache, one token and then two at a time, gives what one uncached pass
+    gives: no new token is limited to the first keys, as a top-left causal mask would do."""
+    from llm_attention.kv_cache import KVCache
+
+    mha = make_mha(4, 6, 8, 2, fast_path=fast_path).eval()
+    x = batch_of(2, 8, 4)
+    cache = KVCache(2, mha.num_heads, mha.head_dim, 8, dtype=torch.float64)
+    with torch.no_grad():
+        whole = mha(x)  # (2, 8, 6)
+        parts = [mha(x[:, :5], cache=cache), mha(x[:, 5:6], cache=cache), mha(x[:, 6:], cache=cache)]
+    assert torch.allclose(torch.cat(parts, dim=1), whole, atol=1e-12)
+    # Top-left alignment would let the sixth token see only key 0, and give it the output of the
+    # first token (which sees only itself): it must not.
+    assert not torch.allclose(parts[1][:, 0], whole[:, 0])
