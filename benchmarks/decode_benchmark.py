@@ -28,7 +28,8 @@ Goals: the GQA cache at most 1/8 of the MHA cache; the window's cache flat beyon
 decoding a token with GQA no slower than with MHA (at 4,096 tokens held).
 
 Writes ``benchmarks/decode_results.json`` (machine, threads, versions) and
-``docs/modern/decode_benchmark.svg``, and prints a table and the ratios against the goals.
+``benchmarks/decode_benchmark.svg`` (the page draws the same plot at build, from the
+results file), and prints a table and the ratios against the goals.
 
     python benchmarks/decode_benchmark.py            # full run, about a minute on 2 cores
     python benchmarks/decode_benchmark.py --quick    # tiny sizes, seconds: checks the script
@@ -146,30 +147,13 @@ def ratios(report: dict) -> dict:
 
 
 def plot(report: dict, path: pathlib.Path) -> None:
+    """Save the wide figure the page draws at build (``llm_attention_site.benchmark_plots``)."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from llm_attention_site.benchmark_plots import decode_figure
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for s in SETTINGS:
-        rows = [r for r in report["results"] if r["setting"] == s]
-        held = [r["held"] for r in rows]
-        left.plot(held, [r["median_s"] * 1e3 for r in rows], "o-", label=LABELS[s])
-        right.plot(held, [r["cache_bytes"] / 2**20 for r in rows], "o-", label=LABELS[s])
-    left.set(xlabel="tokens held", ylabel="ms per decoded token",
-             title="Decoding one token (one layer)")
-    right.set(xlabel="tokens held", ylabel="MiB", title="KV cache of one layer",
-              yscale="log")
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-    left.set_ylim(bottom=0)
-    right.legend(fontsize=8)
-    machine = report["machine"]
-    fig.suptitle(f"{machine['cpu_model']}, {machine['threads']} thread(s), "
-                 f"torch {machine['torch']}", fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(decode_figure(report), path)
 
 
 def main(argv=None) -> None:
@@ -181,7 +165,7 @@ def main(argv=None) -> None:
     parser.add_argument("--results", type=pathlib.Path,
                         default=ROOT / "benchmarks" / "decode_results.json")
     parser.add_argument("--plot", type=pathlib.Path,
-                        default=ROOT / "docs" / "modern" / "decode_benchmark.svg")
+                        default=ROOT / "benchmarks" / "decode_benchmark.svg")
     args = parser.parse_args(argv)
     if args.replot:
         plot(json.loads(args.results.read_text()), args.plot)

@@ -22,7 +22,8 @@ the last 100 tokens take at most 1.5x the time of the first 100; without it, the
 grows with the length.
 
 Writes ``benchmarks/kv_cache_results.json`` (machine, threads, versions, every step's time) and
-``docs/at-work/kv_cache_benchmark.svg``, and prints a table and the ratios against the goals.
+``benchmarks/kv_cache_benchmark.svg`` (the page draws the same plot at build, from the
+results file), and prints a table and the ratios against the goals.
 
     python benchmarks/kv_cache_benchmark.py --threads 1   # full run, several minutes
     python benchmarks/kv_cache_benchmark.py --quick       # tiny sizes, seconds
@@ -124,38 +125,13 @@ def print_report(report: dict) -> None:
 
 
 def plot(report: dict, path: pathlib.Path) -> None:
+    """Save the wide figure the page draws at build (``llm_attention_site.benchmark_plots``)."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from llm_attention_site.benchmark_plots import kv_cache_figure
 
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
-    steps, cfg = report["steps"], report["config"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    positions = range(2, cfg["new_tokens"] + 1)  # step 1 (the prompt) is left out
-    for name, color in (("uncached", "C3"), ("cached", "C0")):
-        left.plot(positions, [s * 1e3 for s in steps[name][1:]], color=color, linewidth=0.7,
-                  label=f"{name}")  # fmt: skip
-        totals = [row[f"{name}_s"] for row in report["table"]]
-        right.plot(cfg["lengths"], totals, marker="o", color=color, label=name)
-    left.set_yscale("log")
-    left.set_xlabel("new token number")
-    left.set_ylabel("time of that step (ms)")
-    left.set_title("Time per new token")
-    right.set_xscale("log", base=2)
-    right.set_yscale("log")
-    right.set_xticks(cfg["lengths"], labels=[str(n) for n in cfg["lengths"]])
-    right.set_xlabel("new tokens generated")
-    right.set_ylabel("total time (s)")
-    right.set_title("Time to generate N tokens")
-    for ax in (left, right):
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-    m = report["machine"]
-    fig.suptitle(f"{m['cpu_model']}, {m['threads']} thread(s), torch {m['torch']}, float32, "
-                 f"d={cfg['emb_dim']}, {cfg['num_heads']} heads, {cfg['num_layers']} blocks")  # fmt: skip
-    fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(kv_cache_figure(report), path)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -165,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--results", type=pathlib.Path,
                         default=ROOT / "benchmarks" / "kv_cache_results.json")  # fmt: skip
     parser.add_argument("--plot", type=pathlib.Path,
-                        default=ROOT / "docs" / "at-work" / "kv_cache_benchmark.svg")  # fmt: skip
+                        default=ROOT / "benchmarks" / "kv_cache_benchmark.svg")  # fmt: skip
     parser.add_argument("--replot", action="store_true", help="redraw from --results")
     args = parser.parse_args(argv)
     if args.replot:

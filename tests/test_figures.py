@@ -88,3 +88,26 @@ def test_row_wraps_figures_and_refuses_anything_else():
     assert row(one, one).startswith('<div class="figure-row">')
     with pytest.raises(ValueError, match="row needs one or more figures made by to_html"):
         row("<p>not a figure</p>")
+
+
+def test_benchmark_plots_stack_their_panels_for_a_phone_and_refuse_other_html():
+    """The narrow variant stacks the two panels (one above the other) in a narrower figure;
+    wide_and_narrow wraps two figures from to_html and nothing else."""
+    import json
+    import pathlib
+
+    from llm_attention_site.benchmark_plots import decode_figure, kv_cache_figure, wide_and_narrow
+    from llm_attention_site.figures import to_html
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+    for draw, results in ((kv_cache_figure, "kv_cache_results.json"), (decode_figure, "decode_results.json")):
+        report = json.loads((root / results).read_text())
+        wide, narrow = draw(report), draw(report, narrow=True)
+        (w1, w2), (n1, n2) = ([ax.get_position() for ax in f.axes] for f in (wide, narrow))
+        assert w2.x0 > w1.x1 and abs(w1.y0 - w2.y0) < 0.05, "wide: side by side"
+        assert n1.y0 > n2.y1 and abs(n1.x0 - n2.x0) < 0.05, "narrow: stacked"
+        assert narrow.get_figwidth() < 0.5 * wide.get_figwidth()
+        html = wide_and_narrow(to_html(wide, alt="w"), to_html(narrow, alt="n"))
+        assert html.count("figure-pair") == 2 and 'class="figure-narrow"' in html
+    with pytest.raises(ValueError, match="narrow must be a figure made by figures.to_html"):
+        wide_and_narrow(html, "<img>")

@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
+"""The plots of the benchmarks, drawn from their committed results files.
+
+Each ``*_figure(report, narrow=False)`` returns a matplotlib figure: two panels
+side by side, or, with ``narrow``, stacked and narrower, for a phone. The pages
+draw both at build from the results file and print them with
+``figures.to_html`` (a light and a dark variant of each) inside
+``wide_and_narrow``, which shows the variant that fits the screen. The benchmark
+scripts save the wide figure as an SVG beside their results, to look at without
+building the site. Not a model module: it needs matplotlib.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.ticker import NullFormatter, NullLocator
+
+# Importing figures applies its settings: text drawn in the ink the dark variant swaps.
+from . import figures  # noqa: F401
+
+# Two colours told apart in both palettes and by readers who confuse red and green.
+CACHED, UNCACHED = "#1f77b4", "#e8710a"
+DECODE_SETTINGS = {
+    "mha": ("multi-head (32 kv heads)", "#e8710a", "o"),
+    "gqa": ("grouped-query (4 kv heads)", "#1f77b4", "s"),
+    "mqa": ("multi-query (1 kv head)", "#2ca02c", "^"),
+    "window": ("grouped-query + window 1,024", "#9467bd", "D"),
+}
+
+
+def _panels(narrow: bool, width: float, height: float):
+    if narrow:  # stacked: each panel keeps the phone's whole width
+        fig, axes = plt.subplots(2, 1, figsize=(4.6, 2 * height * 0.95))
+    else:
+        fig, axes = plt.subplots(1, 2, figsize=(width, height))
+    plt.setp(fig, facecolor="none")
+    return fig, axes
+
+
+def kv_cache_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time of each generation step, and total time for N tokens, with and without a
+    cache (``benchmarks/kv_cache_results.json``)."""
+    steps, cfg = report["steps"], report["config"]
+    with plt.rc_context({"font.size": 10 if narrow else 9}):
+        fig, (left, right) = _panels(narrow, 10, 3.8)
+        positions = range(2, cfg["new_tokens"] + 1)  # step 1, the prompt, left out
+        for name, color in (("uncached", UNCACHED), ("cached", CACHED)):
+            step_ms = [s * 1e3 for s in steps[name][1:]]
+            left.plot(positions, step_ms, color=color, linewidth=0.7, label=name)
+            totals = [row[f"{name}_s"] for row in report["table"]]
+            right.plot(cfg["lengths"], totals, marker="o", color=color, label=name)
+        left.set(yscale="log", xlabel="new token number",
+                 ylabel="time of that step (ms)", title="Time per new token")
+        right.set(xscale="log", yscale="log", xlabel="new tokens generated",
+                  ylabel="total time (s)", title="Time to generate N tokens")
+        lengths = cfg["lengths"]
+        right.set_xticks(lengths, labels=[str(n) for n in lengths])
+        right.xaxis.set_minor_locator(NullLocator())  # only the lengths that ran
+        right.xaxis.set_minor_formatter(NullFormatter())
+        for ax in (left, right):
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(loc="center right" if ax is left else "upper left")
+        machine = report["machine"]
+        fig.suptitle(f"{machine['threads']} thread, torch {machine['torch']}, "
+                     f"float32, d={cfg['emb_dim']}, {cfg['num_layers']} blocks",
+                     fontsize=9)
+        fig.tight_layout()
+    return fig
+
+
+def decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time to decode one token, and the cache held, against the tokens held, for four
+    settings of one layer (``benchmarks/decode_results.json``)."""
+    with plt.rc_context({"font.size": 10 if narrow else 9}):
+        fig, (left, right) = _panels(narrow, 10, 4)
+        for setting, (label, color, marker) in DECODE_SETTINGS.items():
+            rows = [r for r in report["results"] if r["setting"] == setting]
+            held = [r["held"] for r in rows]
+            left.plot(held, [r["median_s"] * 1e3 for r in rows], marker=marker,
+                      color=color, label=label)
+            right.plot(held, [r["cache_bytes"] / 2**20 for r in rows], marker=marker,
+                       color=color, label=label)
+        left.set(xlabel="tokens held", ylabel="ms per decoded token",
+                 title="Decoding one token (one layer)")
+        right.set(xlabel="tokens held", ylabel="MiB (log scale)",
+                  title="KV cache of one layer", yscale="log")
+        left.set_ylim(bottom=0)
+        for ax in (left, right):
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=9 if narrow else 8)
+        machine = report["machine"]
+        title = f"{machine['threads']} thread, torch {machine['torch']}, float32"
+        fig.suptitle(title, fontsize=9)
+        fig.tight_layout()
+    return fig
+
+
+def wide_and_narrow(wide: str, narrow: str) -> str:
+    """Two ``figures.to_html`` outputs of one figure: the wide one on a wide screen, the
+    narrow one on a phone (the stylesheet swaps them at 40em)."""
+    for name, part in (("wide", wide), ("narrow", narrow)):
+        if not isinstance(part, str) or "figure-pair" not in part:
+            raise ValueError(
+                f"{name} must be a figure made by figures.to_html, got {part!r:.60}"
+            )
+    return (
+        f'<div class="figure-wide">{wide}</div>'
+        f'<div class="figure-narrow">{narrow}</div>'
+    )
