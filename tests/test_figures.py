@@ -111,3 +111,17 @@ def test_benchmark_plots_stack_their_panels_for_a_phone_and_refuse_other_html():
         assert html.count("figure-pair") == 2 and 'class="figure-narrow"' in html
     with pytest.raises(ValueError, match="narrow must be a figure made by figures.to_html"):
         wide_and_narrow(html, "<img>")
+
+
+def test_a_zero_one_matrix_gets_two_colours_and_a_legend_not_a_colour_bar():
+    mask = torch.ones(4, 4).tril()
+    fig = heatmap(mask, fmt="{:.0f}", legend=("hidden", "may attend"))
+    labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["0: hidden", "1: may attend"]
+    assert len(fig.axes) == 1, "no colour bar beside the legend"
+    assert figure_scale(fig) == "0..1"
+    with pytest.raises(ValueError, match="legend is for a matrix of zeros and ones, got values such as 0.5"):
+        heatmap(mask / 2, legend=("a", "b"))
+    with pytest.raises(ValueError, match="legend must name what 0 and what 1 mean"):
+        heatmap(mask, legend=("only one",))
+    plt.close("all")

@@ -116,7 +116,7 @@ plt.show()
 # %%
 may_attend = (~sliding_window_mask(8, 3)).float()  # (T, T): 1 = may
 heatmap(may_attend, title="Sliding-window mask, window = 3",
-        fmt="{:.0f}", vmin=0.0, vmax=1.0)
+        fmt="{:.0f}", legend=("hidden", "may attend"))
 plt.show()
 
 # %% [markdown]

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import torch
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
 
 # Text and axes are drawn in INK, a near-black no figure uses for anything else, so the
 # dark-palette variant can swap it for a light grey without touching the cells' own
@@ -56,6 +58,9 @@ plt.rcParams.update(
 # ones. Neither is INK, so the cells read the same in both palettes.
 _CELL_DARK_TEXT = "#1a1a1a"
 _CELL_LIGHT_TEXT = "#ffffff"
+# The two colours of a 0/1 matrix: the ends of the weights' "Blues" scale.
+_ZERO_COLOUR = "#e3eef8"
+_ONE_COLOUR = "#1764ab"
 
 
 def _scale_label(low: float, high: float) -> str:
@@ -76,6 +81,7 @@ def heatmap(
     ax: plt.Axes | None = None,
     vmin: float | None = None,
     vmax: float | None = None,
+    legend: tuple[str, str] | None = None,
 ) -> plt.Figure:
     """Draw a 2-D tensor as a labelled heatmap, each cell annotated with its value.
 
@@ -83,6 +89,8 @@ def heatmap(
     When neither ``vmin`` nor ``vmax`` is given and every finite value lies in ``[0,
     1]`` (attention weights, a mask), the colour scale is the fixed ``0..1``; otherwise
     it spans the values. The scale used is recorded on the figure for ``to_html``.
+    ``legend`` names what 0 and 1 mean in a matrix of zeros and ones (a mask, a
+    reach): it is drawn in two colours with that legend instead of a colour bar.
     """
     if not isinstance(matrix, torch.Tensor) or matrix.dim() != 2:
         shape = getattr(matrix, "shape", type(matrix).__name__)
@@ -98,6 +106,23 @@ def heatmap(
                 f"{name} must have {size} entries to match the matrix, "
                 f"got {len(labels)}"
             )
+    if legend is not None:
+        if (
+            not isinstance(legend, (tuple, list))
+            or len(legend) != 2
+            or not all(isinstance(name, str) and name for name in legend)
+        ):
+            raise ValueError(
+                f"legend must name what 0 and what 1 mean, got {legend!r}"
+            )
+        odd = values[(values != 0) & (values != 1)]
+        if odd.numel():
+            raise ValueError(
+                "legend is for a matrix of zeros and ones, got values such as "
+                f"{odd[0].item():g}"
+            )
+        cmap = ListedColormap([_ZERO_COLOUR, _ONE_COLOUR])
+        vmin, vmax = 0.0, 1.0
     if ax is None:
         fig, ax = plt.subplots(figsize=(0.62 * cols + 2.0, 0.5 * rows + 1.5))
     else:
@@ -135,7 +160,20 @@ def heatmap(
                 dark_cell = finite_cell and value > middle
                 color = _CELL_LIGHT_TEXT if dark_cell else _CELL_DARK_TEXT
                 ax.text(j, i, text, ha="center", va="center", fontsize=10, color=color)
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    if legend is None:
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    else:
+        ax.legend(
+            handles=[
+                Patch(facecolor=colour, edgecolor=INK, label=f"{value}: {name}")
+                for value, colour, name in zip(
+                    (0, 1), (_ZERO_COLOUR, _ONE_COLOUR), legend
+                )
+            ],
+            loc="upper left",
+            bbox_to_anchor=(1.02, 1.0),
+            frameon=False,
+        )
     if low is not None and high is not None:
         scales = getattr(fig, "_attention_scales", [])
         fig._attention_scales = [*scales, (float(low), float(high))]
