@@ -4,7 +4,8 @@ The theme's index holds each section's HTML text as the page source has it: raw 
 typeset in the browser-facing HTML only, by hooks/typeset_math.py) and the pilcrow of each
 heading's permalink. This hook rewrites ``search_index.json`` after the build: formulas become
 their plain symbols (``\\(d_k\\)`` -> ``d_k``), pilcrows go, and so do code listings and
-printed outputs: every first visit loads the index, and they were half its bytes. Diagrams are
+printed outputs: every first visit loads the index, and they were half its bytes. The notebook
+pages go too: each repeats its chapter. Diagrams are
 images drawn at build (llm_attention_site.diagrams): their source never reaches the page.
 """
 
@@ -18,6 +19,7 @@ _LISTING = re.compile(r"<pre\b.*?</pre>", re.DOTALL)
 _CODE = re.compile(r"<(pre|code)\b.*?</\1>", re.DOTALL)
 _MATH = re.compile(r"\\\((?P<a>.+?)\\\)|\\\[(?P<b>.+?)\\\]|\$\$(?P<c>.+?)\$\$|(?<![\\$\w])\$(?P<d>[^$\n<>]+?)\$(?![\w$])", re.DOTALL)
 _COMMAND = re.compile(r"\\(?:[a-zA-Z]+|.)")
+_NOTEBOOK_PAGE = re.compile(r"notebooks/[^/#]+/")  # a notebook's page, not the list of them
 
 
 def plain_math(tex: str) -> str:
@@ -43,6 +45,8 @@ def on_post_build(config) -> None:
     if not index.is_file():
         return
     data = json.loads(index.read_text(encoding="utf8"))
+    # A notebook page repeats its chapter's prose and code: a search lands on the chapter.
+    data["docs"] = [doc for doc in data["docs"] if not _NOTEBOOK_PAGE.match(doc["location"])]
     for doc in data["docs"]:
         doc["title"] = clean_text(doc["title"]).strip()
         # Code listings and printed outputs go (half the index's bytes, and every page would

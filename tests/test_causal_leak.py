@@ -74,6 +74,22 @@ REGISTRY = {
         embeddings,
     ),
     "RotaryEmbedding": "not attention: it turns each position's own query or key; ModernAttention is checked with it",
+    "UnitOffsetRMSNorm": "not attention: it norms each position's own query or key; FAMILY_OPTIONS checks it",
+}  # fmt: skip
+
+# ModernAttention with each family's options, windows shorter than the sequence: (options, paths)
+FAMILY_OPTIONS = {
+    "gemma2": (dict(window=3, scale=0.3, softcap=2.0), [False]),
+    "gemma3": (dict(window=3, qk_norm=True, norm_unit_offset=True, scale=0.3,
+                    rope_scaling=dict(rope_type="linear", factor=8.0)), [False, True]),
+    "gpt-oss": (dict(window=3, sinks=True, qkv_bias=True, out_bias=True,
+                     rope_scaling=dict(rope_type="yarn", factor=4.0,
+                                       original_max_position_embeddings=4)), [False]),
+    "qwen3-next": (dict(output_gate=True, qk_norm=True, norm_unit_offset=True, head_dim=4,
+                        partial_rotary_factor=0.5), [False, True]),
+    "llama3.1": (dict(rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                        high_freq_factor=4.0,
+                                        original_max_position_embeddings=4)), [False, True]),
 }  # fmt: skip
 
 
@@ -126,6 +142,26 @@ def test_no_output_sees_a_later_token(cls, fast_path, mode):
     module = build(fast_path=fast_path) if has_fast_path(cls) else build()
     module.train(mode == "train")  # dropout is 0, so train mode must not leak either
     assert_no_leak(module, make_input)
+
+
+def family_cases():
+    for family, (_, paths) in FAMILY_OPTIONS.items():
+        for fast in paths:
+            for mode in ("train", "eval"):
+                yield pytest.param(family, fast, mode,
+                                   id=f"{family}-{'fast' if fast else 'explicit'}-{mode}")
+
+
+@pytest.mark.parametrize("family, fast_path, mode", list(family_cases()))
+def test_family_options_do_not_leak(family, fast_path, mode):
+    options, _ = FAMILY_OPTIONS[family]
+    torch.manual_seed(0)
+    module = _c("modern", "ModernAttention")(D_IN, 8, CONTEXT, 0.0, 4, 2, fast_path=fast_path,
+                                             **options)
+    if module.sinks is not None:
+        torch.nn.init.normal_(module.sinks)  # zeros would still be a sink; make them differ
+    module.train(mode == "train")
+    assert_no_leak(module, embeddings)
 
 
 class PeeksOneAhead(_c("multihead", "MultiHeadAttention")):

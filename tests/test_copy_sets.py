@@ -85,6 +85,27 @@ EXAMPLES = {
         held = [cache.append(torch.randn(1, 1, 2, 2), torch.randn(1, 1, 2, 2))[0] for _ in range(3)]
         result = (m.sliding_window_mask(6, 3), *held, cache.length)
     """,
+    "rope_scaling.py": """
+        result = (m.rope_frequencies(16, 500000.0, rope_type="llama3", factor=8.0,
+                                     low_freq_factor=1.0, high_freq_factor=4.0,
+                                     original_max_position_embeddings=16)[0],
+                  torch.tensor(m.rope_frequencies(16, 1e4, rope_type="yarn", factor=4.0,
+                                                  original_max_position_embeddings=16)[1]))
+    """,
+    "attention_variants.py": """
+        q, k, v = torch.randn(1, 4, 3, 8), torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8)
+        mask = torch.ones(3, 3, dtype=torch.bool).triu(1)
+        out = m.variant_attention_explicit(q, k, v, mask, torch.nn.Identity(), scale=0.3,
+                                           softcap=2.0, sinks=torch.randn(4))
+        result = (out, m.UnitOffsetRMSNorm(8)(q), m.soft_cap(torch.arange(-3.0, 4.0), 2.0))
+    """,
+    "hf_config.py": """
+        options = m.modern_attention_options(dict(
+            model_type="gemma2", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=8, max_position_embeddings=16, rope_theta=1e4,
+            sliding_window=4, query_pre_attn_scalar=8, attn_logit_softcapping=50.0), 0)
+        result = torch.tensor([options["window"], options["scale"], options["softcap"]])
+    """,
     "modern.py": """
         layer = m.ModernAttention(16, 16, 32, 0.0, 4, 2, window=4, qk_norm=True).eval()
         x = torch.randn(2, 6, 16)
@@ -215,7 +236,7 @@ def test_the_docstring_names_what_the_module_builds_on(name):
     last = docstring.split("\n\n")[-1].replace("\n", " ")
     siblings = sibling_imports(name)
     if not siblings:
-        assert "Needs only torch" in last or "Needs torch" in last, (name, last)
+        assert any(f"Needs {what}" in last for what in ("only torch", "torch", "only the standard library")), (name, last)
         return
     named = {word.strip("`,.") for word in last.split() if word.strip("`,.").endswith(".py")}
     assert "Builds on" in last and named == set(siblings), (name, last, siblings)

@@ -303,7 +303,7 @@ def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
         problems += [f"{doc['location']}: diagram source {d!r}" for d in diagrams if d in doc["text"]]
     assert not problems, problems
     titles = {doc["location"]: doc["title"] for doc in docs}
-    for notebook in (ROOT / "docs" / "notebooks").glob("*.py"):
+    for notebook in (ROOT / "docs" / "notebooks").glob("*.py"):  # each repeats its chapter
         page = f"notebooks/{notebook.stem}/"
-        heading = next(t for loc, t in titles.items() if loc.startswith(page + "#"))
-        assert heading.startswith("Notebook: "), (page, heading)
+        assert not [loc for loc in titles if loc.startswith(page)], f"{page} is in the index"
+    assert "notebooks/" in titles  # the list of notebooks stays findable

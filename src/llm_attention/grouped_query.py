@@ -137,22 +137,23 @@ def grouped_attention_explicit(queries, keys, values, mask_bool, dropout):
 
 # --8<-- [start:fast]
 def grouped_attention_fast(
-    queries, keys, values, mask_bool, dropout_p, causal=False
+    queries, keys, values, mask_bool, dropout_p, causal=False, *, scale=None
 ):
     """The same result in one fused call; ``enable_gqa`` shares each key/value head
     with its ``G`` query heads (the fused CPU kernel reads it in place; the math
     fallback repeats it ``G`` times). ``mask_bool`` None: every
-    query may attend every key, or, with ``causal``, every key up to its own."""
+    query may attend every key, or, with ``causal``, every key up to its own.
+    ``scale`` replaces ``1 / sqrt(d_h)`` when given."""
     if mask_bool is None:  # the kernel makes the causal mask itself, by tiles
         return F.scaled_dot_product_attention(
             queries, keys, values, dropout_p=dropout_p, is_causal=causal,
-            enable_gqa=True,
+            scale=scale, enable_gqa=True,
         )  # (B, H, T, d_h)
     allowed = ~mask_bool  # the kernel reads True as "may attend"
     has_key = allowed.any(dim=-1, keepdim=True)  # (B, 1, T, 1) or (T, 1)
     context_vec = F.scaled_dot_product_attention(  # no key: attend to all, then zero
         queries, keys, values, attn_mask=allowed | ~has_key, dropout_p=dropout_p,
-        enable_gqa=True,
+        scale=scale, enable_gqa=True,
     )  # (B, H, T, d_h)
     return context_vec.masked_fill(~has_key, 0.0)  # (B, H, T, d_h)
 # --8<-- [end:fast]

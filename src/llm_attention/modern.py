@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 The llm-attention authors
 """The attention layer of a 2026 decoder: grouped-query heads, rotary positions, an
-optional sliding window and an optional norm on queries and keys.
+optional sliding window and an optional norm on queries and keys, and the options by
+which the open families differ (scaled and partial rotary, soft-capping, sinks, a score
+scale, an output gate).
 
 Shapes: ``B`` batch, ``T`` new tokens, ``T_k`` keys attended to, ``d_in`` input width,
 ``d_out`` output width, ``H = num_heads``, ``H_kv = num_kv_heads``, ``d_h = head_dim``.
@@ -16,13 +18,25 @@ Shapes: ``B`` batch, ``T`` new tokens, ``T_k`` keys attended to, ``d_in`` input 
 set) and padding. The norms are RMSNorms over one head's width, shared by every head
 (Qwen3's QK-norm); without ``qk_norm`` they are left out (Llama, Mistral).
 
-``from_hf_state_dict`` renames the weights of a Hugging Face Llama, Mistral, Qwen2 or
-Qwen3 attention layer (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``, ``q_norm``,
-``k_norm``) to this module's names.
+The family options, each off by default:
+
+- ``rope_scaling``, ``partial_rotary_factor``: stretched or partial rotary angles
+  (Llama 3.1's ``llama3``, YaRN for gpt-oss; Qwen3-Next turns a quarter of each head);
+- ``scale``: the score scale instead of ``1 / sqrt(d_h)`` (Gemma);
+- ``softcap``: ``cap * tanh(s / cap)`` on every score (Gemma 2);
+- ``norm_unit_offset``: QK-norm weights applied as ``(1 + w)`` (Gemma 3, Qwen3-Next);
+- ``sinks``: a learned logit per head in every softmax (gpt-oss);
+- ``output_gate``: ``W_query`` also makes a gate per head,
+  ``out = (heads * sigmoid(gate)) W_out`` (Qwen3-Next).
+
+``from_hf_config`` builds the layer of any supported family from a transformers config
+or the dict of a ``config.json``; ``from_hf_state_dict`` renames its weights
+(``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``, ``q_norm``, ``k_norm``, ``sinks``).
 
 ``make_cache`` gives a ``KVCache``, or with a window a ``RollingKVCache``.
 
-Builds on ``checks.py``, ``grouped_query.py``, ``kv_cache.py``, ``rope.py`` and
+Builds on ``attention_variants.py``, ``checks.py``, ``grouped_query.py``,
+``hf_config.py``, ``kv_cache.py``, ``rope.py``, ``rope_scaling.py`` and
 ``sliding_window.py`` of this package, imported relatively: copy them with this file,
 under any package name (its API page offers the set as one download). MIT licence: keep
 the first two lines of each file.
@@ -32,18 +46,21 @@ from __future__ import annotations
 
 import numbers
 
+import torch
 from torch import nn
 
-from .checks import check_attention_arguments, check_inputs, check_size
+from .attention_variants import UnitOffsetRMSNorm, variant_attention_explicit
+from .checks import check_attention_arguments, check_flag, check_inputs, check_size
 from .grouped_query import (
     attention_mask,
     check_cache,
     check_num_kv_heads,
-    grouped_attention_explicit,
     grouped_attention_fast,
 )
+from .hf_config import modern_attention_options
 from .kv_cache import KVCache
 from .rope import RotaryEmbedding
+from .rope_scaling import rope_frequencies
 from .sliding_window import RollingKVCache, check_window
 
 HF_NAMES = {  # Hugging Face name -> ours
@@ -53,6 +70,7 @@ HF_NAMES = {  # Hugging Face name -> ours
     "o_proj": "out_proj",
     "q_norm": "q_norm",
     "k_norm": "k_norm",
+    "sinks": "sinks",  # a bare parameter (gpt-oss), not a layer with a weight
 }
 
 
@@ -73,6 +91,9 @@ def from_hf_state_dict(state_dict: dict, prefix: str = "") -> dict:
         if not key.startswith(prefix):
             continue
         layer, _, param = key[len(prefix):].partition(".")
+        if layer == "sinks" and not param:
+            renamed["sinks"] = tensor
+            continue
         if layer not in HF_NAMES or param not in ("weight", "bias"):
             raise ValueError(
                 f"state_dict key {key!r} is not a weight of an attention layer; "
@@ -85,18 +106,35 @@ def from_hf_state_dict(state_dict: dict, prefix: str = "") -> dict:
 # --8<-- [end:from_hf]
 
 
+def check_fast_path(fast_path: bool, softcap: float | None, sinks: bool) -> None:
+    """The fused kernel cannot soft-cap scores nor add sinks: refuse, never compute
+    something else."""
+    if not fast_path:
+        return
+    for name, used in (("softcap", softcap is not None), ("sinks", sinks)):
+        if used:
+            raise ValueError(
+                f"fast_path=True cannot express {name}: scaled_dot_product_attention "
+                "has no soft cap and no sinks; use fast_path=False"
+            )
+
+
 # --8<-- [start:class]
 class ModernAttention(nn.Module):
     r"""Grouped-query causal attention with rotary positions, an optional sliding
-    window and an optional RMSNorm of queries and keys.
+    window, an optional RMSNorm of queries and keys, and the options of the open
+    model families.
 
     $$\mathrm{head}_h = \mathrm{softmax}\left(
-        \frac{R_m\, \hat q_h \cdot R_n\, \hat k_{\lfloor h/G \rfloor}}{\sqrt{d_h}}
-        + M\right) V_{\lfloor h/G \rfloor}$$
+        \mathrm{cap}\left(s \cdot R_m\, \hat q_h \cdot R_n\, \hat k_{\lfloor h/G \rfloor}
+        \right) + M\right) V_{\lfloor h/G \rfloor}$$
 
     where $R_m$ turns each pair of dimensions by $m\theta_i$ (position $m$),
-    $\hat q, \hat k$ are the (normed) projections and $M$ hides the future,
-    padding, and keys at distance $\ge$ ``window``.
+    $\hat q, \hat k$ are the (normed) projections, $s$ the score scale
+    ($1/\sqrt{d_h}$ by default), cap the optional soft cap and $M$ hides the future,
+    padding, and keys at distance $\ge$ ``window``. With sinks, each head's softmax
+    has one more logit; with an output gate, head $h$ is multiplied by
+    $\sigma(g_h)$ before ``out_proj``.
 
     Args:
         d_in: width of each input token vector (the model width).
@@ -105,15 +143,27 @@ class ModernAttention(nn.Module):
         dropout: probability of dropping an attention weight while training.
         num_heads: query heads ``H``.
         num_kv_heads: key/value heads; must divide ``num_heads``.
-        qkv_bias: a bias on the query, key and value projections (Qwen2).
+        qkv_bias: a bias on the query, key and value projections (Qwen2, gpt-oss).
         head_dim: width of one head; ``d_out // num_heads`` when None.
         out_bias: a bias on the output projection.
         rope_base: the base of the rotary angles.
+        rope_scaling: None, or a dict with ``rope_type`` (``"linear"``, ``"llama3"``,
+            ``"yarn"``) and its parameters, as ``rope_scaling.rope_frequencies``
+            takes them.
+        partial_rotary_factor: the fraction of each head that turns (Qwen3-Next: 0.25).
         window: attend to at most this many tokens (the query's own included), or
             None for no window.
         qk_norm: RMSNorm each query and key head before the rotation (Qwen3).
+        norm_unit_offset: the norms scale by ``(1 + w)``, ``w`` starting at zero
+            (Gemma 3, Qwen3-Next).
         norm_eps: the RMSNorm's epsilon.
-        fast_path: use ``scaled_dot_product_attention`` (same result).
+        scale: the score scale; ``1 / sqrt(head_dim)`` when None (Gemma:
+            ``query_pre_attn_scalar ** -0.5``).
+        softcap: None, or the cap of ``cap * tanh(score / cap)`` (Gemma 2).
+        sinks: a learned sink logit per head (gpt-oss).
+        output_gate: ``W_query`` also makes a sigmoid gate per head (Qwen3-Next).
+        fast_path: use ``scaled_dot_product_attention`` (same result). The fused
+            kernel has no soft cap and no sinks: with either, it is refused.
 
     Shapes:
         ``forward(x, padding_mask=None, *, cache=None)``: ``x`` ``(B, T, d_in)``,
@@ -136,9 +186,16 @@ class ModernAttention(nn.Module):
         head_dim: int | None = None,
         out_bias: bool = False,
         rope_base: float = 10000.0,
+        rope_scaling: dict | None = None,
+        partial_rotary_factor: float = 1.0,
         window: int | None = None,
         qk_norm: bool = False,
+        norm_unit_offset: bool = False,
         norm_eps: float = 1e-6,
+        scale: float | None = None,
+        softcap: float | None = None,
+        sinks: bool = False,
+        output_gate: bool = False,
         fast_path: bool = False,
     ) -> None:
         if head_dim is not None:
@@ -156,34 +213,76 @@ class ModernAttention(nn.Module):
                 "head_dim must be even for rotary embeddings (dimensions turn in "
                 f"pairs), got head_dim={inner // num_heads}"
             )
-        for name, flag in (("out_bias", out_bias), ("qk_norm", qk_norm)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be True or False, got {flag!r}")
-        if isinstance(norm_eps, bool) or not isinstance(norm_eps, numbers.Real):
-            raise TypeError(f"norm_eps must be a float, got {norm_eps!r}")
-        if norm_eps <= 0:
-            raise ValueError(f"norm_eps must be positive, got {norm_eps}")
+        flags = dict(out_bias=out_bias, qk_norm=qk_norm, sinks=sinks,
+                     norm_unit_offset=norm_unit_offset, output_gate=output_gate)
+        for name, flag in flags.items():
+            check_flag(name, flag)
+        if norm_unit_offset and not qk_norm:
+            raise ValueError("norm_unit_offset=True needs qk_norm=True (it shapes the norm)")
+        for name, value in (("norm_eps", norm_eps), ("scale", scale), ("softcap", softcap)):
+            if value is None and name != "norm_eps":
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{name} must be a float, got {value!r}")
+            if not value > 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        check_fast_path(fast_path, softcap, sinks)
+        if rope_scaling is not None and not (
+            isinstance(rope_scaling, dict) and "rope_type" in rope_scaling
+        ):
+            raise ValueError(
+                "rope_scaling must be None or a dict with a 'rope_type' and its "
+                f"parameters, got {rope_scaling!r}"
+            )
         super().__init__()
         self.context_length = context_length
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = inner // num_heads  # d_h
         self.window = window
-        self.fast_path = fast_path
+        self.scale = float(scale) if scale is not None else self.head_dim**-0.5
+        self.softcap = softcap
+        self.fast_path = fast_path  # checked again in forward: it may be set later
+        inv_freq, attention_factor = rope_frequencies(
+            self.head_dim, rope_base, partial_rotary_factor=partial_rotary_factor,
+            **(rope_scaling or {}),
+        )  # (d_rot / 2,) and a float
         kv_width = num_kv_heads * self.head_dim  # H_kv * d_h
-        self.W_query = nn.Linear(d_in, inner, bias=qkv_bias)  # weight (H d_h, d_in)
+        q_width = inner * 2 if output_gate else inner  # a gate beside each query head
+        self.W_query = nn.Linear(d_in, q_width, bias=qkv_bias)  # (H d_h [x2], d_in)
         self.W_key = nn.Linear(d_in, kv_width, bias=qkv_bias)  # (H_kv d_h, d_in)
         self.W_value = nn.Linear(d_in, kv_width, bias=qkv_bias)  # (H_kv d_h, d_in)
         self.out_proj = nn.Linear(inner, d_out, bias=out_bias)  # (d_out, H d_h)
-        self.q_norm = nn.RMSNorm(self.head_dim, eps=norm_eps) if qk_norm else None
-        self.k_norm = nn.RMSNorm(self.head_dim, eps=norm_eps) if qk_norm else None
-        self.rope = RotaryEmbedding(self.head_dim, context_length, rope_base)
+        norm = UnitOffsetRMSNorm if norm_unit_offset else nn.RMSNorm
+        self.q_norm = norm(self.head_dim, eps=norm_eps) if qk_norm else None
+        self.k_norm = norm(self.head_dim, eps=norm_eps) if qk_norm else None
+        self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None  # (H,)
+        self.output_gate = output_gate
+        self.rope = RotaryEmbedding(
+            self.head_dim, context_length, rope_base,
+            inv_freq=inv_freq, attention_factor=attention_factor,
+        )
         self.dropout = nn.Dropout(dropout)
+
+    @classmethod
+    def from_hf_config(cls, config, layer_idx: int = 0, **overrides):
+        """The attention layer ``layer_idx`` of a transformers config object or a
+        ``config.json`` dict: Llama (3.1's scaled angles too), Mistral, Qwen2, Qwen3,
+        Gemma 2, Gemma 3, gpt-oss, Qwen3-Next. ``overrides`` replace options, for
+        example ``context_length=4096`` (the default is the config's
+        ``max_position_embeddings``). Raises ``ValueError`` naming any setting it
+        does not implement."""
+        return cls(**{**modern_attention_options(config, layer_idx), **overrides})
+
+    def check_fast_path(self) -> None:
+        """Refuse the fused kernel where it cannot compute this layer."""
+        check_fast_path(self.fast_path, self.softcap, self.sinks is not None)
 
     def forward(self, x, padding_mask=None, *, cache=None):
         """Attend over ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``."""
         weight = self.W_query.weight
         check_inputs(x, padding_mask, weight.shape[1], self.context_length, weight)
+        self.check_fast_path()
         start = 0
         if cache is not None:
             check_cache(cache, self.num_kv_heads, self.head_dim, x)
@@ -194,7 +293,10 @@ class ModernAttention(nn.Module):
                 f"positions {start}..{start + num_tokens - 1} go beyond "
                 f"context_length={self.context_length}"
             )
-        queries = self.W_query(x).view(b, num_tokens, self.num_heads, self.head_dim)
+        queries = self.W_query(x).view(b, num_tokens, self.num_heads, -1)
+        gate = None
+        if self.output_gate:  # each head's d_h query dims, then its d_h gate dims
+            queries, gate = queries.chunk(2, dim=-1)  # (B, T, H, d_h) twice
         kv_split = (b, num_tokens, self.num_kv_heads, self.head_dim)
         keys = self.W_key(x).view(kv_split)  # (B, T, H_kv, d_h)
         values = self.W_value(x).view(kv_split).transpose(1, 2)  # (B, H_kv, T, d_h)
@@ -219,12 +321,16 @@ class ModernAttention(nn.Module):
             context_vec = grouped_attention_fast(
                 queries, keys, values, None if plain else mask_bool,
                 self.dropout.p if self.training else 0.0, causal=num_tokens > 1,
+                scale=self.scale,
             )  # (B, H, T, d_h)
         else:
-            context_vec = grouped_attention_explicit(
-                queries, keys, values, mask_bool, self.dropout
+            context_vec = variant_attention_explicit(
+                queries, keys, values, mask_bool, self.dropout,
+                scale=self.scale, softcap=self.softcap, sinks=self.sinks,
             )  # (B, H, T, d_h)
         context_vec = context_vec.transpose(1, 2)  # (B, T, H, d_h)
+        if gate is not None:  # each head scaled by its own gates, in (0, 1)
+            context_vec = context_vec * torch.sigmoid(gate)  # (B, T, H, d_h)
         context_vec = context_vec.reshape(b, num_tokens, -1)  # (B, T, H d_h)
         return self.out_proj(context_vec)  # (B, T, d_out)
 
@@ -239,11 +345,18 @@ class ModernAttention(nn.Module):
     # --8<-- [end:body]
 
     def extra_repr(self) -> str:
-        return (
+        extras = [
+            f"{name}={value}" for name, value in (
+                ("softcap", self.softcap), ("sinks", self.sinks is not None or None),
+                ("output_gate", self.output_gate or None),
+            ) if value is not None
+        ]
+        return ", ".join([
             f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
             f"head_dim={self.head_dim}, window={self.window}, "
-            f"qk_norm={self.q_norm is not None}, fast_path={self.fast_path}"
-        )
+            f"qk_norm={self.q_norm is not None}, scale={self.scale:.4g}", *extras,
+            f"fast_path={self.fast_path}",
+        ])
 
 
 # --8<-- [end:class]
