@@ -114,3 +114,31 @@ def family_row(name: str) -> dict:
         bytes_per_token=per_layer * len(attention),  # every attention layer's K and V
         bytes_per_token_beyond_window=per_layer * (len(attention) - len(windowed)),
     )
+
+
+def stretch_figure(curves: dict, narrow: bool = False):
+    """How much each pair's speed is divided by, against its wavelength before the
+    stretch: ``curves`` maps a label to ``(wavelengths, divided_by, training_length)``,
+    tensors ``(d_rot / 2,)`` and an int."""
+    import matplotlib.pyplot as plt
+
+    from . import figures  # noqa: F401  (its ink, swapped in the dark variant)
+
+    colours = ("#1f77b4", "#e8710a", "#2ca02c")
+    with plt.rc_context({"font.size": 10 if narrow else 9}):
+        fig, ax = plt.subplots(figsize=(4.2, 4.0) if narrow else (7.0, 3.2))
+        for (label, (wavelength, divided_by, length)), colour in zip(curves.items(), colours):
+            ax.plot(wavelength, divided_by, marker="o", markersize=3, color=colour, label=label)
+            ax.axvline(length, color=colour, linestyle="--", linewidth=1)
+        ax.set(xscale="log", yscale="log", xlabel="wavelength before the stretch (positions)",
+               ylabel="speed divided by", title="Which pairs are stretched, and by how much")
+        ticks = [1, 2, 4, 8, 16, 32]
+        ax.set_yticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+        ax.grid(alpha=0.3)
+        if narrow:  # below the plot: the phone's plot has no empty corner wide enough
+            ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.22))
+        else:
+            ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+    return fig
