@@ -35,7 +35,7 @@ from torch import nn
 
 # --8<-- [start:softcap]
 def soft_cap(scores: torch.Tensor, cap: float) -> torch.Tensor:
-    """``cap * tanh(scores / cap)``: close to ``scores`` near 0, never beyond ``cap``."""
+    """``cap * tanh(scores / cap)``: about ``scores`` near 0, never beyond ``cap``."""
     return cap * torch.tanh(scores / cap)
 # --8<-- [end:softcap]
 

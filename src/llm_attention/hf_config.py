@@ -50,8 +50,9 @@ def config_dict(config: object) -> dict:
             "config must be a transformers config or the dict of a config.json, "
             f"got {type(config).__name__}"
         )
-    if values.get("model_type") == "gemma3" and isinstance(values.get("text_config"), dict):
-        values = {**values["text_config"], "model_type": "gemma3_text"}
+    text = values.get("text_config")
+    if values.get("model_type") == "gemma3" and isinstance(text, dict):
+        values = {**text, "model_type": "gemma3_text"}
     return values
 
 
@@ -112,9 +113,12 @@ def rope_options(values: dict, kind: str) -> dict:
     scaling = None if rope_type == "default" else {"rope_type": rope_type, **params}
     if rope_type == "default" and params:
         raise ValueError(
-            f"the default rope type takes no parameters, got {', '.join(sorted(params))}"
+            "the default rope type takes no parameters, got "
+            f"{', '.join(sorted(params))}"
         )
-    return dict(rope_base=float(base), rope_scaling=scaling, partial_rotary_factor=partial)
+    return dict(
+        rope_base=float(base), rope_scaling=scaling, partial_rotary_factor=partial
+    )
 
 
 # --8<-- [start:options]
@@ -128,7 +132,9 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
             f"{', '.join(FAMILIES)}"
         )
     if values.get("use_bidirectional_attention"):
-        raise ValueError("use_bidirectional_attention=True is not implemented (causal only)")
+        raise ValueError(
+            "use_bidirectional_attention=True is not implemented (causal only)"
+        )
     kind = layer_type(values, layer_idx)
     if kind not in LAYER_TYPES:
         raise ValueError(

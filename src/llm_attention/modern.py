@@ -126,8 +126,8 @@ class ModernAttention(nn.Module):
     model families.
 
     $$\mathrm{head}_h = \mathrm{softmax}\left(
-        \mathrm{cap}\left(s \cdot R_m\, \hat q_h \cdot R_n\, \hat k_{\lfloor h/G \rfloor}
-        \right) + M\right) V_{\lfloor h/G \rfloor}$$
+        \mathrm{cap}\left(s \cdot R_m\, \hat q_h \cdot
+        R_n\, \hat k_{\lfloor h/G \rfloor}\right) + M\right) V_{\lfloor h/G \rfloor}$$
 
     where $R_m$ turns each pair of dimensions by $m\theta_i$ (position $m$),
     $\hat q, \hat k$ are the (normed) projections, $s$ the score scale
@@ -218,8 +218,9 @@ class ModernAttention(nn.Module):
         for name, flag in flags.items():
             check_flag(name, flag)
         if norm_unit_offset and not qk_norm:
-            raise ValueError("norm_unit_offset=True needs qk_norm=True (it shapes the norm)")
-        for name, value in (("norm_eps", norm_eps), ("scale", scale), ("softcap", softcap)):
+            raise ValueError("norm_unit_offset=True needs qk_norm=True (it shapes it)")
+        numbers_given = (("norm_eps", norm_eps), ("scale", scale), ("softcap", softcap))
+        for name, value in numbers_given:
             if value is None and name != "norm_eps":
                 continue
             if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -175,7 +175,8 @@ class RotaryEmbedding(nn.Module):
         self.base = base
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
-        if isinstance(x, torch.Tensor) and x.dim() == 4 and x.shape[-1] != self.head_dim:
+        width = x.shape[-1] if isinstance(x, torch.Tensor) and x.dim() == 4 else None
+        if width is not None and width != self.head_dim:
             raise ValueError(
                 f"x has head width {x.shape[-1]} but the tables were made for "
                 f"head_dim={self.head_dim}"

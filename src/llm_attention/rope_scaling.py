@@ -59,7 +59,7 @@ def _check_positive(name: str, value: object) -> None:
 
 
 def rotary_dim(head_dim: int, partial_rotary_factor: float = 1.0) -> int:
-    """``d_rot = int(d_h * partial_rotary_factor)``: the dimensions of a head that turn."""
+    """``d_rot = int(d_h * partial_rotary_factor)``: the dimensions that turn."""
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 2:
         raise ValueError(f"head_dim must be an int >= 2, got {head_dim!r}")
     _check_positive("partial_rotary_factor", partial_rotary_factor)
@@ -91,7 +91,8 @@ def llama3_frequencies(
     slow = wavelength > length / low_freq_factor  # never a full turn in training
     fast = wavelength < length / high_freq_factor  # many turns in training
     # 0 at the slow bound, 1 at the fast bound: how much of the original speed to keep
-    keep = (length / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    span = high_freq_factor - low_freq_factor
+    keep = (length / wavelength - low_freq_factor) / span
     blended = (1 - keep) * inv_freq / factor + keep * inv_freq  # (d_rot / 2,)
     scaled = torch.where(slow, inv_freq / factor, blended)  # (d_rot / 2,)
     return torch.where(fast, inv_freq, scaled)  # (d_rot / 2,)
@@ -120,9 +121,8 @@ def yarn_frequencies(
     dim = 2 * num_pairs  # d_rot
 
     def pair_turning(turns: float) -> float:  # the pair that turns `turns` times in L
-        return dim * math.log(original_max_position_embeddings / (turns * 2 * math.pi)) / (
-            2 * math.log(base)
-        )
+        length = original_max_position_embeddings
+        return dim * math.log(length / (turns * 2 * math.pi)) / (2 * math.log(base))
 
     low, high = pair_turning(beta_fast), pair_turning(beta_slow)
     if truncate:
@@ -157,7 +157,8 @@ def rope_frequencies(
             ``truncate``, ``attention_factor``, ``mscale``, ``mscale_all_dim`` (yarn).
 
     Returns:
-        ``inv_freq`` ``(d_rot / 2,)`` float32 and ``attention_factor`` (1.0 but for yarn).
+        ``inv_freq`` ``(d_rot / 2,)`` float32 and ``attention_factor`` (1.0 but for
+        yarn).
 
     Raises:
         ValueError: a rope type or a parameter this module does not implement, a

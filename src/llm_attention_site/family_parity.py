@@ -23,24 +23,57 @@ import torch
 from llm_attention.modern import ModernAttention, from_hf_state_dict
 
 B, T, PROMPT, WINDOW = 3, 12, 7, 5
-SMALL = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-             max_position_embeddings=64, attn_implementation="eager")
-LLAMA31_ROPE = dict(rope_type="llama3", rope_theta=10000.0, factor=8.0, low_freq_factor=1.0,
-                    high_freq_factor=4.0, original_max_position_embeddings=16)
-YARN_ROPE = dict(rope_type="yarn", rope_theta=150000.0, factor=4.0, beta_fast=32.0,
-                 beta_slow=1.0, truncate=False, original_max_position_embeddings=16)
+SMALL = dict(
+    hidden_size=32,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=64,
+    attn_implementation="eager",
+)
+LLAMA31_ROPE = dict(
+    rope_type="llama3",
+    rope_theta=10000.0,
+    factor=8.0,
+    low_freq_factor=1.0,
+    high_freq_factor=4.0,
+    original_max_position_embeddings=16,
+)
+YARN_ROPE = dict(
+    rope_type="yarn",
+    rope_theta=150000.0,
+    factor=4.0,
+    beta_fast=32.0,
+    beta_slow=1.0,
+    truncate=False,
+    original_max_position_embeddings=16,
+)
 # Family -> the layers compared: a windowed and a full one where the family has both
-LAYERS = {"llama3.1": [0], "gemma2": [0, 1], "gemma3": [0, 5], "gpt-oss": [0, 1],
-          "qwen3-next": [3]}
+LAYERS = {
+    "llama3.1": [0],
+    "gemma2": [0, 1],
+    "gemma3": [0, 5],
+    "gpt-oss": [0, 1],
+    "qwen3-next": [3],
+}
 
 
 @functools.cache
 def hf() -> SimpleNamespace:
     """The parts of transformers used here, imported once, offline."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import (DynamicCache, Gemma2Config, Gemma3TextConfig, GptOssConfig,
-                              LlamaConfig, Qwen3NextConfig)
-    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+    from transformers import (
+        DynamicCache,
+        Gemma2Config,
+        Gemma3TextConfig,
+        GptOssConfig,
+        LlamaConfig,
+        Qwen3NextConfig,
+    )
+    from transformers.masking_utils import (
+        create_causal_mask,
+        create_sliding_window_causal_mask,
+    )
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
     from transformers.models.gemma2 import modeling_gemma2
     from transformers.models.gemma3 import modeling_gemma3
@@ -56,20 +89,47 @@ def configs() -> dict:
     """Family -> (config, attention class, rotary class)."""
     t = hf()
     return {
-        "llama3.1": (t.LlamaConfig(**SMALL, rope_parameters=LLAMA31_ROPE, attention_bias=True),
-                     t.modeling_llama.LlamaAttention, t.modeling_llama.LlamaRotaryEmbedding),
-        "gemma2": (t.Gemma2Config(**SMALL, num_hidden_layers=2, sliding_window=WINDOW,
-                                  query_pre_attn_scalar=24, attn_logit_softcapping=2.0),
-                   t.modeling_gemma2.Gemma2Attention, t.modeling_gemma2.Gemma2RotaryEmbedding),
-        "gemma3": (t.Gemma3TextConfig(**SMALL, num_hidden_layers=6, sliding_window=WINDOW,
-                                      query_pre_attn_scalar=24),
-                   t.modeling_gemma3.Gemma3Attention, t.modeling_gemma3.Gemma3RotaryEmbedding),
-        "gpt-oss": (t.GptOssConfig(**SMALL, num_hidden_layers=2, sliding_window=WINDOW,
-                                   rope_parameters=YARN_ROPE),
-                    t.modeling_gpt_oss.GptOssAttention, t.modeling_gpt_oss.GptOssRotaryEmbedding),
-        "qwen3-next": (t.Qwen3NextConfig(**SMALL, num_hidden_layers=4),
-                       t.modeling_qwen3_next.Qwen3NextAttention,
-                       t.modeling_qwen3_next.Qwen3NextRotaryEmbedding),
+        "llama3.1": (
+            t.LlamaConfig(**SMALL, rope_parameters=LLAMA31_ROPE, attention_bias=True),
+            t.modeling_llama.LlamaAttention,
+            t.modeling_llama.LlamaRotaryEmbedding,
+        ),
+        "gemma2": (
+            t.Gemma2Config(
+                **SMALL,
+                num_hidden_layers=2,
+                sliding_window=WINDOW,
+                query_pre_attn_scalar=24,
+                attn_logit_softcapping=2.0,
+            ),
+            t.modeling_gemma2.Gemma2Attention,
+            t.modeling_gemma2.Gemma2RotaryEmbedding,
+        ),
+        "gemma3": (
+            t.Gemma3TextConfig(
+                **SMALL,
+                num_hidden_layers=6,
+                sliding_window=WINDOW,
+                query_pre_attn_scalar=24,
+            ),
+            t.modeling_gemma3.Gemma3Attention,
+            t.modeling_gemma3.Gemma3RotaryEmbedding,
+        ),
+        "gpt-oss": (
+            t.GptOssConfig(
+                **SMALL,
+                num_hidden_layers=2,
+                sliding_window=WINDOW,
+                rope_parameters=YARN_ROPE,
+            ),
+            t.modeling_gpt_oss.GptOssAttention,
+            t.modeling_gpt_oss.GptOssRotaryEmbedding,
+        ),
+        "qwen3-next": (
+            t.Qwen3NextConfig(**SMALL, num_hidden_layers=4),
+            t.modeling_qwen3_next.Qwen3NextAttention,
+            t.modeling_qwen3_next.Qwen3NextRotaryEmbedding,
+        ),
     }
 
 
@@ -85,7 +145,9 @@ def build(family: str, layer_idx: int):
             p.normal_(0.0, 1.0 if name == "sinks" else 0.2)
     ours = ModernAttention.from_hf_config(config, layer_idx).eval()
     ours.load_state_dict(from_hf_state_dict(reference.state_dict()))
-    kind = config.layer_types[layer_idx] if getattr(config, "layer_types", None) else None
+    kind = (
+        config.layer_types[layer_idx] if getattr(config, "layer_types", None) else None
+    )
     return config, reference, rotary_class(config), kind, ours
 
 
@@ -94,21 +156,34 @@ def reference_forward(built, x, attention_mask, cache=None, start=0):
     calls it."""
     config, reference, rotary, kind, _ = built
     positions = torch.arange(start, start + x.shape[1])[None].expand(x.shape[0], -1)
-    make_mask = (hf().create_sliding_window_causal_mask if kind == "sliding_attention"
-                 else hf().create_causal_mask)
-    mask = make_mask(config=config, inputs_embeds=x, attention_mask=attention_mask,
-                     past_key_values=cache, position_ids=positions)
-    per_kind = isinstance(getattr(rotary, "rope_type", None), dict)  # Gemma 3: one per kind
+    make_mask = (
+        hf().create_sliding_window_causal_mask
+        if kind == "sliding_attention"
+        else hf().create_causal_mask
+    )
+    mask = make_mask(
+        config=config,
+        inputs_embeds=x,
+        attention_mask=attention_mask,
+        past_key_values=cache,
+        position_ids=positions,
+    )
+    per_kind = isinstance(
+        getattr(rotary, "rope_type", None), dict
+    )  # Gemma 3: one per kind
     cos_sin = rotary(x, positions, kind) if per_kind else rotary(x, positions)
-    out, _ = reference(x, position_embeddings=cos_sin, attention_mask=mask,
-                       past_key_values=cache)
+    out, _ = reference(
+        x, position_embeddings=cos_sin, attention_mask=mask, past_key_values=cache
+    )
     return out
 
 
 def inputs(config, seed, padded):
     """``x`` ``(B, T, d)`` and its padding mask: left padding of 0, 4 and PROMPT - 1
     tokens when ``padded``, else none."""
-    x = torch.randn(B, T, config.hidden_size, generator=torch.Generator().manual_seed(seed))
+    x = torch.randn(
+        B, T, config.hidden_size, generator=torch.Generator().manual_seed(seed)
+    )
     padding = torch.ones(B, T, dtype=torch.bool)
     if padded:
         padding[1, :4] = False
@@ -117,8 +192,10 @@ def inputs(config, seed, padded):
 
 
 def paths(ours) -> list[bool]:
-    """The explicit path, and the fast one where the fused kernel can express the layer."""
-    return [False] if ours.softcap is not None or ours.sinks is not None else [False, True]
+    """The explicit path, and the fast one where the fused kernel can follow."""
+    return (
+        [False] if ours.softcap is not None or ours.sinks is not None else [False, True]
+    )
 
 
 def decode(built, sizes, padded, fast_path, seed=3):
@@ -132,10 +209,14 @@ def decode(built, sizes, padded, fast_path, seed=3):
     steps = []
     with torch.no_grad():
         for start, end in zip([0, *ends[:-1]], ends):
-            expected = reference_forward(built, x[:, start:end], padding[:, :end].long(),
-                                         hf_cache, start)
-            got = ours(x[:, start:end], padding[:, start:end] if padded else None,
-                       cache=our_cache)
+            expected = reference_forward(
+                built, x[:, start:end], padding[:, :end].long(), hf_cache, start
+            )
+            got = ours(
+                x[:, start:end],
+                padding[:, start:end] if padded else None,
+                cache=our_cache,
+            )
             steps.append((got, expected, padding[:, start:end]))
     ours.fast_path = False
     return steps, our_cache
@@ -161,5 +242,7 @@ def max_differences(family: str, layer_idx: int) -> dict[str, float]:
             found[case] = (got[padding] - expected[padding]).abs().max().item()
         steps, _ = decode(built, [PROMPT] + [1] * (T - PROMPT), True, fast_path)
         found[f"cached decoding, padded ({name})"] = max(
-            (got[real] - expected[real]).abs().max().item() for got, expected, real in steps)
+            (got[real] - expected[real]).abs().max().item()
+            for got, expected, real in steps
+        )
     return found
