@@ -5,7 +5,7 @@ typeset in the browser-facing HTML only, by hooks/typeset_math.py) and the pilcr
 heading's permalink. This hook rewrites ``search_index.json`` after the build: formulas become
 their plain symbols (``\\(d_k\\)`` -> ``d_k``), pilcrows go, and so do code listings and
 printed outputs: every first visit loads the index, and they were half its bytes. The notebook
-pages go too: each repeats its chapter. Diagrams are
+pages go too: each repeats its chapter; so do the API pages of the site's own code. Diagrams are
 images drawn at build (llm_attention_site.diagrams): their source never reaches the page.
 """
 
@@ -20,6 +20,7 @@ _CODE = re.compile(r"<(pre|code)\b.*?</\1>", re.DOTALL)
 _MATH = re.compile(r"\\\((?P<a>.+?)\\\)|\\\[(?P<b>.+?)\\\]|\$\$(?P<c>.+?)\$\$|(?<![\\$\w])\$(?P<d>[^$\n<>]+?)\$(?![\w$])", re.DOTALL)
 _COMMAND = re.compile(r"\\(?:[a-zA-Z]+|.)")
 _NOTEBOOK_PAGE = re.compile(r"notebooks/[^/#]+/")  # a notebook's page, not the list of them
+_SITE_CODE = pathlib.Path(__file__).resolve().parents[1] / "src" / "llm_attention_site"
 
 
 def plain_math(tex: str) -> str:
@@ -46,7 +47,13 @@ def on_post_build(config) -> None:
         return
     data = json.loads(index.read_text(encoding="utf8"))
     # A notebook page repeats its chapter's prose and code: a search lands on the chapter.
-    data["docs"] = [doc for doc in data["docs"] if not _NOTEBOOK_PAGE.match(doc["location"])]
+    # The API pages of the site's own code help contributors, who read the files: a reader's
+    # search should land on the chapters and the modules offered to copy.
+    own = tuple(f"reference/{p.stem}/" for p in _SITE_CODE.glob("*.py") if p.stem != "__init__")
+    data["docs"] = [
+        doc for doc in data["docs"]
+        if not _NOTEBOOK_PAGE.match(doc["location"]) and not doc["location"].startswith(own)
+    ]
     for doc in data["docs"]:
         doc["title"] = clean_text(doc["title"]).strip()
         # Code listings and printed outputs go (half the index's bytes, and every page would

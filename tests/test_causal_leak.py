@@ -67,6 +67,7 @@ REGISTRY = {
         lambda **kw: _c("grouped_query", "GroupedQueryAttention")(D_IN, 8, CONTEXT, 0.0, 4, 2, **kw),
         embeddings,
     ),
+    "LatentAttention": (lambda **kw: latent_layer(**kw), embeddings),
     "ModernAttention": (  # a window shorter than the sequence, QK-norm and RoPE all on
         lambda **kw: _c("modern", "ModernAttention")(
             D_IN, 8, CONTEXT, 0.0, 4, 2, window=3, qk_norm=True, **kw
@@ -160,6 +161,22 @@ def test_family_options_do_not_leak(family, fast_path, mode):
                                              **options)
     if module.sinks is not None:
         torch.nn.init.normal_(module.sinks)  # zeros would still be a sink; make them differ
+    module.train(mode == "train")
+    assert_no_leak(module, embeddings)
+
+
+def latent_layer(**kw):
+    return _c("latent", "LatentAttention")(
+        D_IN, 8, CONTEXT, 0.0, 2, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=2,
+        v_head_dim=3, q_lora_rank=5, **kw
+    )
+
+
+@pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_absorbed_latent_attention_does_not_leak(fast_path, mode):
+    torch.manual_seed(0)
+    module = latent_layer(fast_path=fast_path, absorb=True)
     module.train(mode == "train")
     assert_no_leak(module, embeddings)
 

@@ -106,6 +106,15 @@ EXAMPLES = {
             sliding_window=4, query_pre_attn_scalar=8, attn_logit_softcapping=50.0), 0)
         result = torch.tensor([options["window"], options["scale"], options["softcap"]])
     """,
+    "latent.py": """
+        layer = m.LatentAttention(16, 16, 32, 0.0, 4, kv_lora_rank=8, qk_nope_head_dim=4,
+                                  qk_rope_head_dim=4, v_head_dim=4, q_lora_rank=8).eval()
+        x = torch.randn(2, 6, 16)
+        cache = layer.make_cache(2)
+        steps = [layer(x[:, :4], cache=cache)] + [layer(x[:, t : t + 1], cache=cache) for t in (4, 5)]
+        layer.absorb = True
+        result = (layer(x), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
+    """,
     "modern.py": """
         layer = m.ModernAttention(16, 16, 32, 0.0, 4, 2, window=4, qk_norm=True).eval()
         x = torch.randn(2, 6, 16)

@@ -44,6 +44,10 @@ CHECKS = {
         ),
         "rolling cache holds its window": (ns["rolling"].held, ns["rolling"].length) == (8, 40),
         "cached decoding == one pass": ns["difference"] < 1e-5,
+        "absorbed latent decoding == plain": ns["absorbed_gap"] < 1e-5,
+        "latent cache: d_c + d_r numbers per token": (
+            ns["latent_cache"].nbytes == 2 * 32 * (32 + 8) * 4
+        ),
     },
     "multi_head_attention.py": lambda ns: {
         "the book's wrapper output": _close(ns["wrapped"][0, 0], -0.4519, 0.2216, 0.4772, 0.1063),

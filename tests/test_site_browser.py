@@ -316,3 +316,6 @@ def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
         page = f"notebooks/{notebook.stem}/"
         assert not [loc for loc in titles if loc.startswith(page)], f"{page} is in the index"
     assert "notebooks/" in titles  # the list of notebooks stays findable
+    for module in (ROOT / "src" / "llm_attention_site").glob("[!_]*.py"):  # contributors' pages
+        assert not [loc for loc in titles if loc.startswith(f"reference/{module.stem}/")], module.name
+    assert "reference/latent/" in titles  # the modules offered to copy stay findable

@@ -18,7 +18,9 @@
 #
 # $$\mathrm{head}_h = \mathrm{softmax}\left(
 #   \frac{R_m q_h \cdot R_n k_{\lfloor h/G \rfloor}}{\sqrt{d_h}} + M\right)
-#   V_{\lfloor h/G \rfloor} .$$
+#   V_{\lfloor h/G \rfloor} ,$$
+#
+# and last, latent attention, which caches one small vector per token instead.
 #
 # It needs `torch` and `matplotlib`; its first code cell fetches the package from the site
 # when it is not installed.
@@ -154,3 +156,29 @@ steps += [layer(x[:, t : t + 1], cache=cache) for t in range(8, 12)]
 difference = (torch.cat(steps, dim=1) - whole).abs().max().item()
 print(f"cached decoding vs one pass: {difference:.1e}")
 assert difference < 1e-5
+
+# %% [markdown]
+# ## Latent attention
+#
+# DeepSeek-V3's layer caches one latent of `kv_lora_rank` numbers and one shared rotary key
+# per token. Decoding the absorbed way (queries moved into latent space) gives the plain
+# way's outputs while reading only that cache.
+
+# %%
+from llm_attention.latent import LatentAttention
+
+torch.manual_seed(3)
+latent_layer = LatentAttention(64, 64, 32, 0.0, 8, kv_lora_rank=32, qk_nope_head_dim=16,
+                               qk_rope_head_dim=8, v_head_dim=16, q_lora_rank=24).eval()
+x = torch.randn(2, 12, 64)
+with torch.no_grad():
+    plain_out = latent_layer(x)
+    latent_layer.absorb = True
+    latent_cache = latent_layer.make_cache(2)
+    steps = [latent_layer(x[:, :8], cache=latent_cache)]
+    steps += [latent_layer(x[:, t : t + 1], cache=latent_cache) for t in range(8, 12)]
+absorbed_gap = (torch.cat(steps, dim=1) - plain_out).abs().max().item()
+print(f"absorbed, cached vs plain, one pass: {absorbed_gap:.1e}")
+print(f"cache: {latent_cache.entries.shape[-1]} numbers per token, "
+      f"{latent_cache.nbytes} bytes for {latent_cache.context_length} tokens")
+assert absorbed_gap < 1e-5

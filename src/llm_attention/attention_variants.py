@@ -73,9 +73,10 @@ def variant_attention_explicit(
     """``softmax(cap(Q K^T * scale) + M) V`` with each key/value head shared by ``G``
     query heads, an optional soft cap and optional sinks ``(H,)``.
 
-    ``queries`` ``(B, H, T, d_h)``, ``keys`` and ``values`` ``(B, H_kv, T_k, d_h)``,
+    ``queries`` ``(B, H, T, d_h)``, ``keys`` ``(B, H_kv, T_k, d_h)``, ``values``
+    ``(B, H_kv, T_k, d_v)`` (``d_v`` may differ from ``d_h``: latent attention),
     ``mask_bool`` (True = hidden) broadcasting to ``(B, 1, T, T_k)``; returns
-    ``(B, H, T, d_h)``. A query with no key left gets zeros (or, with a sink, all its
+    ``(B, H, T, d_v)``. A query with no key left gets zeros (or, with a sink, all its
     weight on the sink: zeros too).
     """
     b, num_heads, num_tokens, head_dim = queries.shape
@@ -99,6 +100,6 @@ def variant_attention_explicit(
         attn_weights = torch.softmax(with_sink, dim=-1)[..., :-1]  # drop the sink
     attn_weights = attn_weights.masked_fill(mask_bool, 0.0)  # a row of NaN -> zeros
     attn_weights = dropout(attn_weights)  # (B, H_kv, G, T, T_k)
-    context_vec = attn_weights @ values  # (B, H_kv, G, T, d_h)
-    return context_vec.view(b, num_heads, num_tokens, head_dim)  # (B, H, T, d_h)
+    context_vec = attn_weights @ values  # (B, H_kv, G, T, d_v)
+    return context_vec.view(b, num_heads, num_tokens, -1)  # (B, H, T, d_v)
 # --8<-- [end:explicit]

@@ -143,7 +143,18 @@ def grouped_attention_fast(
     with its ``G`` query heads (the fused CPU kernel reads it in place; the math
     fallback repeats it ``G`` times). ``mask_bool`` None: every
     query may attend every key, or, with ``causal``, every key up to its own.
-    ``scale`` replaces ``1 / sqrt(d_h)`` when given."""
+    ``scale`` replaces ``1 / sqrt(d_h)`` when given.
+
+    Decoding one token, the ``G`` query heads of a group become ``G`` query rows of
+    one head: the kernel then reads each key/value head once for all of them."""
+    b, num_heads, num_tokens, _ = queries.shape
+    num_kv_heads = keys.shape[1]
+    if num_tokens == 1 and not causal and num_heads > num_kv_heads:
+        rows = queries.reshape(b, num_kv_heads, num_heads // num_kv_heads, -1)
+        context_vec = grouped_attention_fast(
+            rows, keys, values, mask_bool, dropout_p, scale=scale
+        )  # (B, H_kv, G, d_v): one row per query head of the group
+        return context_vec.reshape(b, num_heads, 1, -1)  # (B, H, 1, d_v)
     if mask_bool is None:  # the kernel makes the causal mask itself, by tiles
         return F.scaled_dot_product_attention(
             queries, keys, values, dropout_p=dropout_p, is_causal=causal,

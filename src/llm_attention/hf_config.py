@@ -22,6 +22,9 @@ family           what differs from Llama
                  three of four layers are linear attention, which this is not
 ===============  =============================================================
 
+``latent_attention_options(config, layer_idx)`` does the same for ``LatentAttention``
+(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``).
+
 Anything else (another family, another rope type, bidirectional attention, a layer
 that is not attention) raises a ``ValueError`` that names it: never a layer that
 silently computes something else.
@@ -170,3 +173,39 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
         options["output_gate"] = True
     return options
 # --8<-- [end:options]
+
+
+LATENT_FAMILIES = ("deepseek_v3",)
+
+
+# --8<-- [start:latent]
+def latent_attention_options(config: object, layer_idx: int = 0) -> dict:
+    """The keyword arguments of ``LatentAttention`` for layer ``layer_idx`` (every
+    layer of DeepSeek-V3 has latent attention; its feed-forward parts differ)."""
+    values = config_dict(config)
+    family = values.get("model_type")
+    if family not in LATENT_FAMILIES:
+        raise ValueError(
+            f"model_type {family!r} has no latent attention here; expected one of "
+            f"{', '.join(LATENT_FAMILIES)}"
+        )
+    layer_type(values, layer_idx)  # the index must name a layer
+    rope = rope_options(values, "full_attention")
+    if rope.pop("partial_rotary_factor") != 1.0:
+        raise ValueError(
+            "partial_rotary_factor is not implemented for latent attention"
+        )
+    width = values["hidden_size"]
+    interleave = values.get("rope_interleave")
+    return dict(
+        d_in=width, d_out=width, context_length=values["max_position_embeddings"],
+        dropout=float(values.get("attention_dropout", 0.0) or 0.0),
+        num_heads=values["num_attention_heads"],
+        kv_lora_rank=values["kv_lora_rank"], q_lora_rank=values.get("q_lora_rank"),
+        qk_nope_head_dim=values["qk_nope_head_dim"],
+        qk_rope_head_dim=values["qk_rope_head_dim"], v_head_dim=values["v_head_dim"],
+        bias=bool(values.get("attention_bias", False)),
+        rope_interleave=True if interleave is None else bool(interleave),
+        norm_eps=values.get("rms_norm_eps", 1e-6), **rope,
+    )
+# --8<-- [end:latent]

@@ -96,6 +96,54 @@ def decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
     return fig
 
 
+LATENT_SETTINGS = {
+    "mha": ("multi-head (128 kv heads)", "#e8710a", "o"),
+    "gqa": ("grouped-query (8 kv heads)", "#1f77b4", "s"),
+    "mla_plain": ("latent, plain", "#9467bd", "D"),
+    "mla_absorbed": ("latent, absorbed", "#2ca02c", "^"),
+}
+
+
+def latent_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time to decode one token against the tokens held, and the bandwidth each step
+    achieved as a fraction of the machine's
+    (``benchmarks/latent_decode_results.json``)."""
+    limit = report["ratios"]["bandwidth_limit_bytes_per_s"]
+    with plt.rc_context({"font.size": 10 if narrow else 9}):
+        fig, (left, right) = _panels(narrow, 10, 4)
+        for setting, (label, color, marker) in LATENT_SETTINGS.items():
+            rows = [r for r in report["results"] if r["setting"] == setting]
+            held = [r["held"] for r in rows]
+            left.plot(held, [r["median_s"] * 1e3 for r in rows], marker=marker,
+                      color=color, label=label)
+            achieved = [r["bytes_read"] / r["median_s"] / limit for r in rows]
+            right.plot(held, achieved, marker=marker, color=color, label=label)
+        right.axhline(0.5, color="#7f7f7f", linestyle="--", linewidth=1)
+        right.annotate("half the measured bandwidth", (held[0], 0.5),
+                       xytext=(0, 4), textcoords="offset points", fontsize=8)
+        left.set(xscale="log", yscale="log", xlabel="tokens held",
+                 ylabel="ms per decoded token (log)",
+                 title="Decoding one token (one layer)")
+        right.set(xscale="log", xlabel="tokens held", ylim=(0, 1.05),
+                  ylabel="bytes read / time / bandwidth",
+                  title="Share of the machine's bandwidth")
+        for ax in (left, right):
+            ax.set_xticks(held, labels=[f"{h:,}" for h in held])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.grid(alpha=0.3, which="both")
+        if narrow:  # one legend under both panels: each panel keeps its whole width
+            left.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.25),
+                        ncol=2)
+        else:
+            left.legend(fontsize=8, loc="upper left")
+        machine = report["machine"]
+        fig.suptitle(f"{machine['threads']} thread, torch {machine['torch']}, float32, "
+                     "DeepSeek-V3's widths", fontsize=9)
+        fig.tight_layout()
+    return fig
+
+
 def wide_and_narrow(wide: str, narrow: str) -> str:
     """Two ``figures.to_html`` outputs of one figure: the wide one on a wide screen, the
     narrow one on a phone (the stylesheet swaps them at 40em)."""

@@ -162,6 +162,36 @@ PUBLISHED = {
 
 BYTES_PER_NUMBER = 2  # bfloat16, as the checkpoints are published
 
+# Latent attention (latent.py): the fields of DeepSeek-V3's config.json it reads
+DEEPSEEK_V3 = (
+    "deepseek-ai/DeepSeek-V3/config.json",
+    dict(
+        model_type="deepseek_v3",
+        hidden_size=7168,
+        num_hidden_layers=61,
+        num_attention_heads=128,
+        num_key_value_heads=128,
+        q_lora_rank=1536,
+        kv_lora_rank=512,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        max_position_embeddings=163840,
+        rope_theta=10000,
+        rope_scaling={
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "factor": 40,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+            "type": "yarn",
+        },
+        rms_norm_eps=1e-06,
+        attention_bias=False,
+    ),
+)
+
 
 def ideas(options: dict) -> list[str]:
     """The options of a layer that differ from plain grouped-query attention."""
