@@ -129,7 +129,8 @@ def test_deepseek_v3_published_config():
     """One layer of DeepSeek-V3 as published: its sizes, its cache per token and per layer (576
     numbers), a tenth of multi-head attention's at the same head sizes and far less."""
     source, config = DEEPSEEK_V3
-    layer = LatentAttention.from_hf_config(config, 60, context_length=8)
+    with torch.device("meta"):  # shapes only: the real layer holds 187 M weights
+        layer = LatentAttention.from_hf_config(config, 60, context_length=8)
     assert (layer.num_heads, layer.kv_lora_rank, layer.qk_rope_head_dim) == (128, 512, 64)
     assert layer.W_query_down.weight.shape == (1536, 7168)
     assert layer.W_kv_down.weight.shape == (512 + 64, 7168)

@@ -199,7 +199,8 @@ def shoot(page, path: str) -> None:
 
 def test_the_site_has_exactly_the_expected_pages(built_site):
     assert "" in PAGES and "notebooks/toy_heatmap/" in PAGES, PAGES
-    assert REFERENCE_SAMPLES <= set(PAGES), REFERENCE_SAMPLES - set(PAGES)
+    assert REFERENCE_SAMPLES | NOTEBOOK_SAMPLES <= set(PAGES), (
+        (REFERENCE_SAMPLES | NOTEBOOK_SAMPLES) - set(PAGES))
     assert sorted(page_paths(built_site.site_dir)) == sorted(PAGES)
 
 
@@ -208,6 +209,20 @@ def test_the_site_has_exactly_the_expected_pages(built_site):
 # docstring holds a table, and a page of the site's own code. Every page gets the other checks.
 REFERENCE_SAMPLES = {"reference/api/", "reference/modern/", "reference/hf_config/",
                      "reference/families/"}
+# The notebook pages are one template too (mkdocs-jupyter: code cells, text and image outputs):
+# the same two checks run on the list of notebooks, the smallest and the one with the most kinds
+# of output (training logs, heatmaps, line plots).
+NOTEBOOK_SAMPLES = {"notebooks/", "notebooks/toy_heatmap/", "notebooks/attention_at_work/"}
+
+
+def sampled(path: str) -> bool:
+    """Whether the keyboard and WCAG checks run on this page: every page that is not one of
+    the many generated from a template, and the samples of those."""
+    if path.startswith("reference/"):
+        return path in REFERENCE_SAMPLES
+    if path.startswith("notebooks/"):
+        return path in NOTEBOOK_SAMPLES
+    return True
 
 
 @pytest.mark.parametrize("path", PAGES, ids=lambda p: p or "home")
@@ -233,7 +248,7 @@ def test_page_in_the_browser(built_site, browser, path):
         checks.append(("notebook downloads", lambda: check_notebook_downloads(page)))
     if path == "":
         checks.append(("home page", lambda: check_home(page)))
-    if not path.startswith("reference/") or path in REFERENCE_SAMPLES:
+    if sampled(path):
         checks.append(("keyboard", lambda: axe_checks.check_keyboard(page)))
         checks.append(("WCAG 2.2 AA (axe-core), both palettes", lambda: axe_checks.check_wcag(page)))
     if path in figure_checks.CHAPTERS:

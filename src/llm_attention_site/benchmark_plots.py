@@ -119,8 +119,8 @@ def latent_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
             achieved = [r["bytes_read"] / r["median_s"] / limit for r in rows]
             right.plot(held, achieved, marker=marker, color=color, label=label)
         right.axhline(0.5, color="#7f7f7f", linestyle="--", linewidth=1)
-        right.annotate("half the measured bandwidth", (held[0], 0.5),
-                       xytext=(0, 4), textcoords="offset points", fontsize=8)
+        right.annotate("half the measured bandwidth", (held[0], 0.5), xytext=(0, 4),
+                       textcoords="offset points", fontsize=9 if narrow else 8)
         left.set(xscale="log", yscale="log", xlabel="tokens held",
                  ylabel="ms per decoded token (log)",
                  title="Decoding one token (one layer)")
