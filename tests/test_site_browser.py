@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 from urllib.parse import urlparse
 
 import pytest
@@ -147,6 +148,13 @@ def check_first_visit(path: str, first_visit: dict, fetched: list, errors: list,
     assert not outside, f"requests left localhost {outside}"
 
 
+def check_static_count(built_site, path: str, first_visit: dict) -> None:
+    """The bytes counted from the files are those the browser transferred, within 2 %."""
+    measured = sum(size for size, _ in first_visit.values())
+    counted = sum(static_first_visit(built_site.site_dir, path).values())
+    assert abs(counted - measured) <= 0.02 * measured, f"counted {counted:,}, transferred {measured:,}"
+
+
 def check_math_diagrams_and_images(page) -> None:
     """Every formula typeset (no raw TeX left), every diagram shown, no broken image."""
     heights = diagram_heights(page)
@@ -225,7 +233,51 @@ def sampled(path: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize("path", PAGES, ids=lambda p: p or "home")
+# The other API pages hold text and code only (no figure, no diagram, no script of their own):
+# what a first visit loads follows from their HTML, and is counted from the files; the samples,
+# visited in the browser, check that this count is what a browser transfers.
+STATIC_PAGES = [p for p in PAGES if p.startswith("reference/") and not sampled(p)]
+BROWSER_PAGES = [p for p in PAGES if p not in STATIC_PAGES]
+_LINKED = re.compile(r'<link\b[^>]*\brel="(?:stylesheet|icon)"[^>]*\bhref="([^"]+)"|<script\b[^>]*\bsrc="([^"]+)"')
+
+
+def static_first_visit(site_dir: pathlib.Path, path: str) -> dict[str, int]:
+    """Bytes of what a first visit to a page without figures loads, by file: the page, the
+    stylesheets, icon and scripts it links, what the theme's script fetches on every page (the
+    search index, its worker, the sitemap) and, where the page has math, KaTeX's two fonts that
+    every formula uses (a large operator may add a small one: within the check's 2 %)."""
+    page = site_dir / path / "index.html"
+    html = page.read_text(encoding="utf8")
+    files = {page, site_dir / "search" / "search_index.json", site_dir / "sitemap.xml",
+             *(site_dir / "assets" / "javascripts" / "workers").glob("search.*.min.js")}
+    for link, script in _LINKED.findall(html):
+        files.add(page.parent / (link or script))
+    if 'class="katex' in html:
+        fonts = site_dir / "assets" / "vendor" / "katex" / "fonts"
+        files |= {fonts / "KaTeX_Main-Regular.woff2", fonts / "KaTeX_Math-Italic.woff2"}
+    files = {file.resolve() for file in files}
+    return {str(file): file.stat().st_size for file in files}
+
+
+_RAW_TEX = re.compile(r"\\\(|\\\[|\$\\[a-zA-Z]|\$\$")
+_SKIPPED = re.compile(r"<(pre|code|script|style)\b.*?</\1>|<span class=\"katex\b.*?</math>", re.DOTALL)
+
+
+@pytest.mark.parametrize("path", STATIC_PAGES)
+def test_api_page_weight_and_math(built_site, path):
+    """Within the byte budget, every formula typeset at build, no raw TeX in the prose."""
+    sizes = static_first_visit(built_site.site_dir, path)
+    total = sum(sizes.values())
+    biggest = sorted(sizes.items(), key=lambda item: -item[1])[:3]
+    assert total <= PAGE_BUDGET, f"a first visit loads {total:,} bytes, over {PAGE_BUDGET:,}: {biggest}"
+    html = (built_site.site_dir / path / "index.html").read_text(encoding="utf8")
+    math, typeset = html.count('class="arithmatex"'), len(re.findall(r'class="arithmatex"><span class="katex', html))
+    assert math == typeset and "katex-error" not in html, f"{math - typeset} formulas not typeset"
+    prose = re.sub(r"<[^>]+>", " ", _SKIPPED.sub(" ", html))
+    assert not _RAW_TEX.search(prose), f"raw TeX: {_RAW_TEX.search(prose).group(0)!r}"
+
+
+@pytest.mark.parametrize("path", BROWSER_PAGES, ids=lambda p: p or "home")
 def test_page_in_the_browser(built_site, browser, path):
     """One visit per page runs every check that applies to it, in an order where the checks
     that change the page (scrolling, hovering, clicking, narrowing the window) come last, and
@@ -248,6 +300,8 @@ def test_page_in_the_browser(built_site, browser, path):
         checks.append(("notebook downloads", lambda: check_notebook_downloads(page)))
     if path == "":
         checks.append(("home page", lambda: check_home(page)))
+    if path in REFERENCE_SAMPLES:  # the other API pages are counted from their files
+        checks.append(("count from the files", lambda: check_static_count(built_site, path, first_visit)))
     if sampled(path):
         checks.append(("keyboard", lambda: axe_checks.check_keyboard(page)))
         checks.append(("WCAG 2.2 AA (axe-core), both palettes", lambda: axe_checks.check_wcag(page)))
