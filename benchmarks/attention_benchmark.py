@@ -39,7 +39,8 @@ rate can be read against what this CPU does at its best. FLOPs of the fast path 
 ``weights V``.
 
 Writes ``benchmarks/results.json`` (with the machine: CPU model, threads, torch and Python
-versions, date) and ``docs/beyond/benchmark.svg``, and prints a table and the ratios against the
+versions, date) and ``benchmarks/attention_benchmark.svg`` (the page draws the same plot at build,
+from the results file), and prints a table and the ratios against the
 goals. Timings on a shared machine are noisy: compare ratios measured in the same run.
 
     python benchmarks/attention_benchmark.py            # full run, a few minutes on 2 cores
@@ -65,7 +66,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils import benchmark
 
-from common import machine_info, set_threads, time_in_turns  # benchmarks/common.py, beside this script
+from common import machine_info, save_figure, set_threads, time_in_turns  # benchmarks/common.py, beside this script
 from llm_attention.multihead import MultiHeadAttention
 from llm_attention.multihead_wrapper import MultiHeadAttentionWrapper
 
@@ -244,58 +245,13 @@ def ratios(results, sizes) -> dict:
 
 
 def plot(report: dict, path: pathlib.Path) -> None:
+    """Save the wide figure the page draws at build (``llm_attention_site.benchmark_plots``)."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
+    from llm_attention_site.benchmark_plots import attention_figure
 
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
-    results, sizes = report["results"], [tuple(s) for s in report["config"]["sizes"]]
-    main_batch = max(b for b, _ in sizes)
-    lengths = [t for b, t in sizes if b == main_batch]
-    long_b, long_t = max(sizes, key=lambda s: s[1])
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7.5))
-    panels = [
-        (axes[0, 0], "forward", "median_s", 1e3, "time (ms)", f"Forward, batch {main_batch}"),
-        (axes[0, 1], "forward+backward", "median_s", 1e3, "time (ms)", f"Forward + backward, batch {main_batch}"),
-        (axes[1, 0], "forward+backward", "peak_bytes", 1 / 2**20, "peak extra memory (MiB)", f"Memory, forward + backward, batch {main_batch}"),
-    ]
-    for ax, mode, key, scale, ylabel, title in panels:
-        plotted = False
-        for impl in IMPLEMENTATIONS:
-            points = [(t, find(results, impl, main_batch, t, mode)[key]) for t in lengths]
-            points = [(t, y * scale) for t, y in points if y]  # a log axis cannot show 0 or a missing value
-            plotted = plotted or bool(points)
-            dashed = impl == "bare"  # dashed, so the fast path's line shows through where they meet
-            ax.plot([t for t, _ in points], [y for _, y in points], marker="x" if dashed else "o",
-                    linestyle="--" if dashed else "-", label=LABELS[impl])  # fmt: skip
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log" if plotted else "linear")  # tiny --quick sizes can measure no extra memory at all
-        ax.set_xticks(lengths, labels=[str(t) for t in lengths])
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # 600, not 6 x 10^2
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
-        ax.set_xlabel("tokens per sequence")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-    ax = axes[1, 1]
-    mems = [find(results, impl, long_b, long_t, "forward+backward")["peak_bytes"] for impl in IMPLEMENTATIONS]
-    if all(m is not None for m in mems):
-        bars = ax.barh(range(len(IMPLEMENTATIONS)), [m / 2**20 for m in mems], color=[f"C{i}" for i in range(len(mems))])
-        ax.bar_label(bars, labels=[f"{m / 2**20:,.0f} MiB" for m in mems], padding=3)
-        ax.set_xlim(right=max(max(mems) / 2**20 * 1.35, 1))
-    ax.set_yticks(range(len(IMPLEMENTATIONS)), labels=[LABELS[i].replace(" (", "\n(").replace(" + ", "\n+ ") for i in IMPLEMENTATIONS])
-    ax.invert_yaxis()
-    ax.set_xlabel("peak extra memory (MiB)")
-    ax.set_title(f"Memory, forward + backward, T={long_t}, batch {long_b}")
-    axes[0, 0].legend(fontsize=8)
-    machine = report["machine"]
-    fig.suptitle(f"{machine['cpu_model']}, {machine['threads']} threads, torch {machine['torch']}, float32, d={report['config']['d_model']}, {report['config']['num_heads']} heads")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=path.suffix.lstrip(".") or "svg", facecolor="white")
-    plt.close(fig)
+    save_figure(attention_figure(report), path)
 
 
 def print_table(report: dict) -> None:
@@ -351,7 +307,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of a few seconds")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     parser.add_argument("--results", type=pathlib.Path, default=ROOT / "benchmarks" / "results.json")
-    parser.add_argument("--plot", type=pathlib.Path, default=ROOT / "docs" / "beyond" / "benchmark.svg")
+    parser.add_argument("--plot", type=pathlib.Path, default=ROOT / "benchmarks" / "attention_benchmark.svg")
     parser.add_argument("--replot", action="store_true", help="measure nothing: redraw the plot and the table from --results")
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)  # used by the script itself
     args = parser.parse_args(argv)

@@ -113,6 +113,22 @@ def test_benchmark_plots_stack_their_panels_for_a_phone_and_refuse_other_html():
         wide_and_narrow(html, "<img>")
 
 
+def test_the_attention_benchmark_plot_has_four_panels_stacked_for_a_phone():
+    import json
+    import pathlib
+
+    from llm_attention_site.benchmark_plots import attention_figure
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+    report = json.loads((root / "results.json").read_text())
+    wide, narrow = attention_figure(report), attention_figure(report, narrow=True)
+    w, n = ([ax.get_position() for ax in f.axes if ax.axison] for f in (wide, narrow))
+    assert len(w) == len(n) == 4  # the phone's legend has a row of its own, not a panel
+    assert w[1].x0 > w[0].x1 and w[0].y0 > w[2].y1, "wide: two by two"
+    assert all(a.y0 > b.y1 and abs(a.x0 - b.x0) < 0.2 for a, b in zip(n, n[1:])), "narrow: stacked"
+    assert wide.get_facecolor()[3] == narrow.get_facecolor()[3] == 0  # transparent: both palettes
+
+
 def test_a_zero_one_matrix_gets_two_colours_and_a_legend_not_a_colour_bar():
     mask = torch.ones(4, 4).tril()
     fig = heatmap(mask, fmt="{:.0f}", legend=("hidden", "may attend"))

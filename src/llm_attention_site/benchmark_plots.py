@@ -14,7 +14,7 @@ building the site. Not a model module: it needs matplotlib.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import NullFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 # Importing figures applies its settings: text drawn in the ink the dark variant swaps.
 from . import figures  # noqa: F401
@@ -140,6 +140,96 @@ def latent_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
         machine = report["machine"]
         fig.suptitle(f"{machine['threads']} thread, torch {machine['torch']}, float32, "
                      "DeepSeek-V3's widths", fontsize=9)
+        fig.tight_layout()
+    return fig
+
+
+# benchmarks/attention_benchmark.py's implementations, in its order
+ATTENTION_LABELS = {
+    "wrapper": "MultiHeadAttentionWrapper",
+    "obvious": "explicit, written the obvious way",
+    "explicit": "MultiHeadAttention (explicit)",
+    "fast": "MultiHeadAttention (fast_path=True)",
+    "torch_mha": "nn.MultiheadAttention + causal mask",
+    "bare": "bare scaled_dot_product_attention",
+}
+
+
+def _row(results, impl, batch, tokens, mode) -> dict:
+    return next(r for r in results
+                if (r["impl"], r["batch"], r["tokens"], r["mode"])
+                == (impl, batch, tokens, mode))
+
+
+def attention_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time and memory of the six implementations against the sequence length, and the
+    memory of each at the longest length (``benchmarks/results.json``): four panels, two
+    by two, or stacked for a phone."""
+    results, sizes = report["results"], [tuple(s) for s in report["config"]["sizes"]]
+    main_batch = max(b for b, _ in sizes)
+    lengths = [t for b, t in sizes if b == main_batch]
+    long_b, long_t = max(sizes, key=lambda s: s[1])
+    with plt.rc_context({"font.size": 10 if narrow else 9}):
+        if narrow:  # a row of its own for the legend, between the first two panels
+            fig, rows = plt.subplots(5, 1, figsize=(3.8, 13.0),
+                                     gridspec_kw={"height_ratios": [3, 1.6, 3, 3, 3]})
+            legend_row, axes = rows[1], [rows[0], *rows[2:]]
+            legend_row.axis("off")
+        else:
+            fig, grid = plt.subplots(2, 2, figsize=(10, 7.5))
+            axes = grid.flatten()
+        plt.setp(fig, facecolor="none")
+        panels = [
+            ("forward", "median_s", 1e3, "time (ms)", f"Forward, batch {main_batch}"),
+            ("forward+backward", "median_s", 1e3, "time (ms)",
+             f"Forward + backward, batch {main_batch}"),
+            ("forward+backward", "peak_bytes", 1 / 2**20, "peak extra memory (MiB)",
+             f"Memory, forward + backward, batch {main_batch}"),
+        ]
+        for ax, (mode, key, scale, ylabel, title) in zip(axes, panels):
+            for i, (impl, label) in enumerate(ATTENTION_LABELS.items()):
+                points = [(t, _row(results, impl, main_batch, t, mode)[key])
+                          for t in lengths]
+                points = [(t, y * scale) for t, y in points if y]  # log axes: no 0
+                dashed = impl == "bare"  # so the fast path's line shows where they meet
+                ax.plot([t for t, _ in points], [y for _, y in points], color=f"C{i}",
+                        marker="x" if dashed else "o",
+                        linestyle="--" if dashed else "-", label=label)
+            ax.set(xscale="log", yscale="log", xlabel="tokens per sequence",
+                   ylabel=ylabel, title=title)
+            ax.set_xticks(lengths, labels=[str(t) for t in lengths])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(
+                FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+            ax.grid(True, which="both", alpha=0.3)
+        ax = axes[3]
+        memory = [_row(results, impl, long_b, long_t, "forward+backward")["peak_bytes"]
+                  for impl in ATTENTION_LABELS]
+        if all(m is not None for m in memory):
+            bars = ax.barh(range(len(memory)), [m / 2**20 for m in memory],
+                           color=[f"C{i}" for i in range(len(memory))])
+            ax.bar_label(bars, labels=[f"{m / 2**20:,.0f} MiB" for m in memory],
+                         padding=3)
+            ax.set_xlim(right=max(max(memory) / 2**20 * (1.6 if narrow else 1.35), 1))
+        names = [label.replace(" (", "\n(").replace(" + ", "\n+ ")
+                 for label in ATTENTION_LABELS.values()]
+        if narrow:  # the legend above names them in full
+            names = ["wrapper", "obvious", "explicit", "fast path", "nn.MHA",
+                     "bare SDPA"]
+        ax.set_yticks(range(len(names)), labels=names)
+        ax.invert_yaxis()
+        ax.set(xlabel="peak extra memory (MiB)",
+               title=f"Memory, forward + backward, T={long_t}, batch {long_b}")
+        if narrow:  # in its own row, under the first panel
+            legend_row.legend(*axes[0].get_legend_handles_labels(), fontsize=9,
+                              loc="center")
+        else:
+            axes[0].legend(fontsize=8)
+        machine, config = report["machine"], report["config"]
+        fig.suptitle(f"{machine['threads']} threads, torch {machine['torch']}, "
+                     f"float32, d={config['d_model']}, {config['num_heads']} heads",
+                     fontsize=9)
         fig.tight_layout()
     return fig
 
