@@ -29,6 +29,9 @@ Anything else (another family, another rope type, bidirectional attention, a lay
 that is not attention) raises a ``ValueError`` that names it: never a layer that
 silently computes something else.
 
+``rename_weights`` gives a transformers layer's weights our names; the
+``from_hf_state_dict`` of ``modern.py`` and ``latent.py`` use it.
+
 Needs only the standard library. MIT licence: keep the first two lines of each file.
 """
 
@@ -39,6 +42,39 @@ FAMILIES = (
     "qwen3_next",
 )
 LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def rename_weights(
+    state_dict: dict, prefix: str, names: dict, layer_kind: str, bare: tuple = ()
+) -> dict:
+    """One transformers layer's weights under our names, for ``load_state_dict``.
+
+    ``names`` maps each of its submodules to ours (``"q_proj" -> "W_query"``);
+    ``bare`` lists parameters the layer holds itself, not in a submodule (gpt-oss's
+    ``sinks``). ``prefix`` picks the layer out of a whole model's state dict; keys
+    that do not start with it are skipped; any other key is refused by name.
+    """
+    if not isinstance(state_dict, dict):
+        raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
+    renamed = {}
+    for key, tensor in state_dict.items():
+        if not key.startswith(prefix):
+            continue
+        layer, _, param = key[len(prefix):].partition(".")
+        if layer in bare and not param:
+            renamed[names[layer]] = tensor
+            continue
+        if layer not in names or param not in ("weight", "bias"):
+            raise ValueError(
+                f"state_dict key {key!r} is not a weight of {layer_kind}; "
+                f"expected {prefix}<{'|'.join(names)}>.<weight|bias>"
+            )
+        renamed[f"{names[layer]}.{param}"] = tensor
+    if not renamed:
+        raise ValueError(f"state_dict has no key starting with prefix {prefix!r}")
+    return renamed
 
 
 def config_dict(config: object) -> dict:

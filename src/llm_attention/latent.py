@@ -51,7 +51,7 @@ from torch import nn
 from .attention_variants import variant_attention_explicit
 from .checks import check_dropout, check_flag, check_inputs, check_size
 from .grouped_query import attention_mask, grouped_attention_fast
-from .hf_config import latent_attention_options
+from .hf_config import latent_attention_options, rename_weights
 from .rope import RotaryEmbedding
 from .rope_scaling import rope_frequencies, yarn_attention_factor
 
@@ -74,24 +74,7 @@ def from_hf_state_dict(state_dict: dict, prefix: str = "") -> dict:
     ``"model.layers.0.self_attn."``; keys that do not start with it are skipped.
     Returns a new dict for ``module.load_state_dict``.
     """
-    if not isinstance(state_dict, dict):
-        raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
-    if not isinstance(prefix, str):
-        raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
-    renamed = {}
-    for key, tensor in state_dict.items():
-        if not key.startswith(prefix):
-            continue
-        layer, _, param = key[len(prefix):].partition(".")
-        if layer not in HF_NAMES or param not in ("weight", "bias"):
-            raise ValueError(
-                f"state_dict key {key!r} is not a weight of a latent attention layer; "
-                f"expected {prefix}<{'|'.join(HF_NAMES)}>.<weight|bias>"
-            )
-        renamed[f"{HF_NAMES[layer]}.{param}"] = tensor
-    if not renamed:
-        raise ValueError(f"state_dict has no key starting with prefix {prefix!r}")
-    return renamed
+    return rename_weights(state_dict, prefix, HF_NAMES, "a latent attention layer")
 
 
 def latent_cache_bytes(
@@ -546,7 +529,7 @@ def fold_mask(mask_bool: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 def default_scale(qk_head_dim: int, rope_scaling: dict | None) -> float:
     """``qk_head_dim ** -0.5``; with YaRN and ``mscale_all_dim``, times the square of
-    ``0.1 * mscale_all_dim * ln(factor) + 1`` (DeepSeek-V3: 1.3703 ** 2)."""
+    ``0.1 * mscale_all_dim * ln(factor) + 1`` (DeepSeek-V3: 1.3689 ** 2)."""
     scale = qk_head_dim**-0.5
     params = rope_scaling or {}
     if params.get("rope_type", "default") != "default" and params.get("mscale_all_dim"):

@@ -57,7 +57,7 @@ from .grouped_query import (
     check_num_kv_heads,
     grouped_attention_fast,
 )
-from .hf_config import modern_attention_options
+from .hf_config import modern_attention_options, rename_weights
 from .kv_cache import KVCache
 from .rope import RotaryEmbedding
 from .rope_scaling import rope_frequencies
@@ -82,27 +82,9 @@ def from_hf_state_dict(state_dict: dict, prefix: str = "") -> dict:
     ``"model.layers.0.self_attn."``; keys that do not start with it are skipped.
     Returns a new dict for ``module.load_state_dict``.
     """
-    if not isinstance(state_dict, dict):
-        raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
-    if not isinstance(prefix, str):
-        raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
-    renamed = {}
-    for key, tensor in state_dict.items():
-        if not key.startswith(prefix):
-            continue
-        layer, _, param = key[len(prefix):].partition(".")
-        if layer == "sinks" and not param:
-            renamed["sinks"] = tensor
-            continue
-        if layer not in HF_NAMES or param not in ("weight", "bias"):
-            raise ValueError(
-                f"state_dict key {key!r} is not a weight of an attention layer; "
-                f"expected {prefix}<{'|'.join(HF_NAMES)}>.<weight|bias>"
-            )
-        renamed[f"{HF_NAMES[layer]}.{param}"] = tensor
-    if not renamed:
-        raise ValueError(f"state_dict has no key starting with prefix {prefix!r}")
-    return renamed
+    return rename_weights(
+        state_dict, prefix, HF_NAMES, "an attention layer", bare=("sinks",)
+    )
 # --8<-- [end:from_hf]
 
 

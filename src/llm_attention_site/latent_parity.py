@@ -22,7 +22,9 @@ import torch
 
 from llm_attention.latent import LatentAttention, from_hf_state_dict
 
-B, T, PROMPT = 3, 12, 7
+# The families' batch, lengths and left-padded inputs (B and T are read by the tests)
+from .family_parity import B, PROMPT, T, inputs  # noqa: F401
+
 TINY = dict(
     hidden_size=32,
     num_attention_heads=4,
@@ -95,19 +97,6 @@ def reference_forward(built, x, attention_mask, cache=None, start=0):
         past_key_values=cache,
     )
     return out
-
-
-def inputs(config, seed, padded):
-    """``x`` ``(B, T, d)`` and its padding mask: left padding of 0, 4 and PROMPT - 1
-    tokens when ``padded``, else none."""
-    x = torch.randn(
-        B, T, config.hidden_size, generator=torch.Generator().manual_seed(seed)
-    )
-    padding = torch.ones(B, T, dtype=torch.bool)
-    if padded:
-        padding[1, :4] = False
-        padding[2, : PROMPT - 1] = False
-    return x, padding
 
 
 def set_path(ours, absorb, fast_path):
