@@ -96,8 +96,8 @@ def test_benchmark_plots_stack_their_panels_for_a_phone_and_refuse_other_html():
     import json
     import pathlib
 
-    from llm_attention_site.benchmark_plots import decode_figure, kv_cache_figure, wide_and_narrow
-    from llm_attention_site.figures import to_html
+    from llm_attention_site.benchmark_plots import decode_figure, kv_cache_figure
+    from llm_attention_site.figures import to_html, wide_and_narrow
 
     root = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
     for draw, results in ((kv_cache_figure, "kv_cache_results.json"), (decode_figure, "decode_results.json")):
@@ -141,3 +141,42 @@ def test_a_zero_one_matrix_gets_two_colours_and_a_legend_not_a_colour_bar():
     with pytest.raises(ValueError, match="legend must name what 0 and what 1 mean"):
         heatmap(mask, legend=("only one",))
     plt.close("all")
+
+
+def test_panels_draws_side_by_side_and_stacked():
+    """Two layouts of the same panels: a wide one twice as wide as high, a narrow one
+    stacked, no wider than a phone's column at 11-point text."""
+    from llm_attention_site.figures import panels
+
+    shapes = []
+
+    def draw(fig, axes):
+        shapes.append(len(axes))
+        for ax in axes:
+            ax.plot([0, 1], [0, 1])
+
+    html = panels(draw, 2, alt="two lines", size=(4, 3), narrow_size=(3.7, 2.9))
+    assert shapes == [2, 2]
+    assert re.findall(r'<div class="figure-(wide|narrow)">', html) == ["wide", "narrow"]
+    sizes = [tuple(map(int, m)) for m in re.findall(r'<img [^>]*width="(\d+)" height="(\d+)"', html)]
+    (wide_w, wide_h), (narrow_w, narrow_h) = sizes[0], sizes[2]  # light variants
+    assert wide_w > wide_h and narrow_h > narrow_w and narrow_w <= 358, sizes
+    with pytest.raises(ValueError, match="count must be a number of panels, 1 or more, got 0"):
+        panels(draw, 0, alt="none")
+
+
+def test_outlined_text_names_its_size():
+    html = to_html(heatmap(torch.eye(2)), alt="eye", text_pt=9.9)
+    assert html.count('data-text-pt="9.9"') == 2
+    with pytest.raises(ValueError, match="text_pt must be a size in points above 0, got -1"):
+        to_html(heatmap(torch.eye(2)), alt="eye", text_pt=-1)
+
+
+def test_heatmap_labels_long_position_axes_sparsely_and_puts_the_legend_above():
+    fig = heatmap(torch.eye(16), annotate=False, legend=("no", "yes"), title="t")
+    ax = fig.axes[0]
+    assert list(ax.get_xticks()) == list(range(0, 16, 2)) == list(ax.get_yticks())
+    fig.canvas.draw()
+    legend, grid = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y0 >= grid.y1 and legend.width <= grid.width  # above, no wider
+    plt.close(fig)

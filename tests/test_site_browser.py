@@ -2,10 +2,11 @@
 
 Each page must load within its byte budget, with no console error and no request leaving
 localhost; math must be typeset, diagrams shown and figures present; the figures' own checks
-(tests/figure_checks.py) and the accessibility checks (tests/axe_checks.py: WCAG 2.2 A/AA in
-both palettes, content tabs and downloads worked with the keyboard) run in the same visit. Set SCREENSHOT_DIR to keep a screenshot of each
-page. The site is built once per run (the ``built_site`` fixture of tests/conftest.py); skips,
-saying why, where Chromium or the browser driver is missing.
+(tests/figure_checks.py), the rules every figure keeps on a phone (tests/figure_rules.py) and
+the accessibility checks (tests/axe_checks.py: WCAG 2.2 A/AA in both palettes, content tabs and
+downloads worked with the keyboard) run in the same visit. Set SCREENSHOT_DIR to keep a
+screenshot of each page. The site is built once per run (the ``built_site`` fixture of
+tests/conftest.py); skips, saying why, where Chromium or the browser driver is missing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests import axe_checks, figure_checks
+from tests import axe_checks, figure_checks, figure_rules
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -320,6 +321,7 @@ def test_page_in_the_browser(built_site, browser, path):
     if sampled(path):
         checks.append(("keyboard", lambda: axe_checks.check_keyboard(page)))
         checks.append(("WCAG 2.2 AA (axe-core), both palettes", lambda: axe_checks.check_wcag(page)))
+    checks.append(("figures on a phone", lambda: figure_rules.check_figure_rules(page)))
     if path in figure_checks.CHAPTERS:
         checks.append(("phone width", lambda: figure_checks.check_phone_width(page)))
     failures = []

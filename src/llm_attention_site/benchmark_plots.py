@@ -6,7 +6,7 @@ Each ``*_figure(report, narrow=False)`` returns a matplotlib figure: two panels
 side by side, or, with ``narrow``, stacked and narrower, for a phone. The pages
 draw both at build from the results file and print them with
 ``figures.to_html`` (a light and a dark variant of each) inside
-``wide_and_narrow``, which shows the variant that fits the screen. The benchmark
+``figures.wide_and_narrow``, which shows the variant that fits the screen. The benchmark
 scripts save the wide figure as an SVG beside their results, to look at without
 building the site. Not a model module: it needs matplotlib.
 """
@@ -232,17 +232,3 @@ def attention_figure(report: dict, narrow: bool = False) -> plt.Figure:
                      fontsize=9)
         fig.tight_layout()
     return fig
-
-
-def wide_and_narrow(wide: str, narrow: str) -> str:
-    """Two ``figures.to_html`` outputs of one figure: the wide one on a wide screen, the
-    narrow one on a phone (the stylesheet swaps them at 40em)."""
-    for name, part in (("wide", wide), ("narrow", narrow)):
-        if not isinstance(part, str) or "figure-pair" not in part:
-            raise ValueError(
-                f"{name} must be a figure made by figures.to_html, got {part!r:.60}"
-            )
-    return (
-        f'<div class="figure-wide">{wide}</div>'
-        f'<div class="figure-narrow">{narrow}</div>'
-    )

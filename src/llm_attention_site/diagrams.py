@@ -934,7 +934,9 @@ def render(source: str) -> str:
     graph = parse(source)
     alt = "Diagram: " + describe(graph)
     with plt.rc_context({"svg.fonttype": "path"}):
-        drawn = [to_html(figure(g), alt) for g in variants(graph)]
+        drawn = [
+            to_html(figure(g), alt, text_pt=_smallest_font(g)) for g in variants(graph)
+        ]
     if len(drawn) == 1:
         return f'<div class="diagram">{drawn[0]}</div>'
     return (

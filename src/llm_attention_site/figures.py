@@ -24,7 +24,7 @@ import base64
 import html
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import matplotlib.pyplot as plt
 import torch
@@ -65,6 +65,10 @@ _ONE_COLOUR = "#1764ab"
 
 def _scale_label(low: float, high: float) -> str:
     return f"{low:g}..{high:g}"
+
+
+def _tick_step(count: int) -> int:
+    return 1 if count <= 10 else -(-count // 8)
 
 
 def heatmap(
@@ -139,17 +143,18 @@ def heatmap(
         low = float(finite.min()) if vmin is None and finite.numel() else vmin
         high = float(finite.max()) if vmax is None and finite.numel() else vmax
     image = ax.imshow(values.numpy(), cmap=cmap, vmin=low, vmax=high)
-    ax.set_xticks(
-        range(cols),
-        labels=list(col_labels) if col_labels else range(cols),
-        rotation=45,
-        ha="right",
-    )
-    ax.set_yticks(range(rows), labels=list(row_labels) if row_labels else range(rows))
+    if col_labels:
+        ax.set_xticks(range(cols), labels=list(col_labels), rotation=45, ha="right")
+    else:  # positions: upright, and every other one past ten, so they do not collide
+        ax.set_xticks(range(0, cols, _tick_step(cols)))
+    if row_labels:
+        ax.set_yticks(range(rows), labels=list(row_labels))
+    else:
+        ax.set_yticks(range(0, rows, _tick_step(rows)))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title, fontsize=11)
+    if title:  # a legend goes between the title and the grid: no wider than the grid
+        ax.set_title(title, fontsize=11, pad=26 if legend is not None else 6)
     if annotate:
         middle = (low + high) / 2 if low is not None and high is not None else 0.0
         for i in range(rows):
@@ -170,9 +175,13 @@ def heatmap(
                     (0, 1), (_ZERO_COLOUR, _ONE_COLOUR), legend
                 )
             ],
-            loc="upper left",
-            bbox_to_anchor=(1.02, 1.0),
+            loc="lower center",
+            bbox_to_anchor=(0.5, 1.0),
+            ncol=2,
             frameon=False,
+            borderaxespad=0.2,
+            handlelength=1.2,
+            columnspacing=1.0,
         )
     if low is not None and high is not None:
         scales = getattr(fig, "_attention_scales", [])
@@ -223,7 +232,7 @@ def bars(
             textcoords="offset points",
             ha="center",
             va="bottom",
-            fontsize=9,
+            fontsize=10,
         )
     ax.axhline(0, color=INK, linewidth=0.8)
     if weights:
@@ -270,20 +279,27 @@ def _data_uri(svg: str) -> str:
     )
 
 
-def to_html(fig: plt.Figure, alt: str) -> str:
+def to_html(fig: plt.Figure, alt: str, *, text_pt: float | None = None) -> str:
     """Render a figure as two linked ``<img>`` tags, one per palette, then close the
     figure.
 
     ``alt`` describes the figure for readers who cannot see it; it is required. The tags
-    carry the figure's colour scale in ``data-scale`` when it holds heatmaps.
+    carry the figure's colour scale in ``data-scale`` when it holds heatmaps. A figure
+    whose text is drawn as outlines (the flowcharts) names its smallest text size in
+    points with ``text_pt``, written into ``data-text-pt``: a test measures how large
+    it shows on a phone, as it does from the ``<text>`` of other figures.
     """
     if not isinstance(alt, str) or not alt:
         raise ValueError(f"alt must describe the figure, got {alt!r}")
+    if text_pt is not None and not (isinstance(text_pt, (int, float)) and text_pt > 0):
+        raise ValueError(f"text_pt must be a size in points above 0, got {text_pt!r}")
     scale = figure_scale(fig)
     light = _svg(fig)
     plt.close(fig)
     dark = light.replace(INK, DARK_INK)
     scale_attr = f' data-scale="{scale}"' if scale else ""
+    if text_pt is not None:
+        scale_attr += f' data-text-pt="{text_pt:g}"'
     # The drawn size, so that a page keeps the figure's room before the image loads.
     size = re.search(r'<svg[^>]*\bwidth="([\d.]+)pt"[^>]*\bheight="([\d.]+)pt"', light)
     size_attr = ""
@@ -314,3 +330,46 @@ def row(*figures: str) -> str:
             f"got {[type(f).__name__ for f in figures]}"
         )
     return '<div class="figure-row">' + "".join(figures) + "</div>"
+
+
+def wide_and_narrow(wide: str, narrow: str) -> str:
+    """Two ``to_html`` outputs of one figure: the wide one on a wide screen, the narrow
+    one on a phone (the stylesheet swaps them at 40em)."""
+    for name, part in (("wide", wide), ("narrow", narrow)):
+        if not isinstance(part, str) or "figure-pair" not in part:
+            raise ValueError(
+                f"{name} must be a figure made by figures.to_html, got {part!r:.60}"
+            )
+    return (
+        f'<div class="figure-wide">{wide}</div>'
+        f'<div class="figure-narrow">{narrow}</div>'
+    )
+
+
+def panels(
+    draw: Callable[[plt.Figure, Sequence[plt.Axes]], None],
+    count: int,
+    alt: str,
+    *,
+    size: tuple[float, float] = (4.2, 3.2),
+    narrow_size: tuple[float, float] = (3.7, 2.9),
+) -> str:
+    """HTML of ``count`` panels drawn side by side on a wide screen and stacked on a
+    phone, where side by side they would shrink until their text is too small to read.
+
+    ``draw(fig, axes)`` draws into ``count`` axes; it is called once per layout. Each
+    panel is ``size`` inches wide and high side by side, ``narrow_size`` stacked (at
+    3.7 inches, a phone's column shows 11-point text at 11 CSS px or more).
+    """
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"count must be a number of panels, 1 or more, got {count!r}")
+    drawn = []
+    for (rows, cols), (width, height) in (
+        ((1, count), (size[0] * count, size[1])),
+        ((count, 1), (narrow_size[0], narrow_size[1] * count)),
+    ):
+        fig, axes = plt.subplots(rows, cols, figsize=(width, height), squeeze=False)
+        draw(fig, list(axes.flat))
+        fig.tight_layout()
+        drawn.append(to_html(fig, alt))
+    return wide_and_narrow(*drawn)
