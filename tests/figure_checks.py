@@ -1,7 +1,8 @@
 """Checks of the figures of a built page, run inside its one browser visit (tests/test_site_browser.py).
 
-Every explorable figure shows, for each query, the weights its page prints, and each switch
-changes them; every figure of attention weights is drawn on the 0..1 colour scale and its
+Every explorable figure (tests of each kind: rows, heads, stages, decoding, temperature) shows
+the numbers its page prints for every control, driven by pointer, tap and keyboard, fits a
+phone's column with text of at least 9 CSS px; every figure of attention weights is drawn on the 0..1 colour scale and its
 full-size link opens its SVG; a chapter does not scroll sideways on a phone; a chapter's figures
 load lazily, in one palette. Each check raises AssertionError saying what is wrong.
 """
@@ -17,55 +18,302 @@ CHAPTERS = [
     "chapters/summary/",
 ]
 FIGURE_PAGES = [*CHAPTERS, "beyond/pitfalls/"]
-EXPLORER_PAGES = [*CHAPTERS[1:5], "at-work/watching-attention-learn/"]
+EXPLORER_PAGES = [
+    *CHAPTERS[1:5],
+    "at-work/watching-attention-learn/",
+    "at-work/generating-with-a-kv-cache/",
+    "modern/sliding-window/",
+]
 NO_WEIGHTS_HEATMAP = ("chapters/why-attention/", "chapters/summary/")
 
-_READ = """figure => {
-  const values = [...figure.querySelectorAll('.explorer-value')].map(e => e.textContent);
-  const cells = [...figure.querySelectorAll('tbody td')].map(e => e.textContent);
-  return {title: figure.querySelector('.explorer-readout p').textContent, values, cells};
-}"""
-
+# The text of the first listing after a figure: what the page printed for it.
 _PRINTED = """figure => {
   const after = [...document.querySelectorAll('pre')].find(
     pre => figure.compareDocumentPosition(pre) & Node.DOCUMENT_POSITION_FOLLOWING);
   return after.textContent;
 }"""
 
+_READOUT = """figure => ({
+  title: figure.querySelector('.explorer-readout-title').textContent,
+  values: [...figure.querySelectorAll('.explorer-readout .explorer-value')].map(e => e.textContent),
+  selected: [...figure.querySelectorAll('tbody tr')].findIndex(r => r.classList.contains('explorer-selected')),
+})"""
 
-def check_explorer(page) -> None:
-    """Hovering each query shows the row the page prints below the figure; the keyboard moves
-    between queries; every switch changes the table."""
-    figures = page.locator(".attention-explorer")
-    assert figures.count() >= 1, "no explorable figure"
-    figure = figures.first
-    figure.scroll_into_view_if_needed()
-    printed = figure.evaluate(_PRINTED).strip().splitlines()
-    tokens = printed[0].split()
-    rows = [line.split()[1:] for line in printed[1:]]
-    assert len(rows) == len(tokens), printed
-    queries = figure.locator(".explorer-query")
-    assert queries.count() == len(tokens), (queries.count(), tokens)
+# The cells of the first table inside an element, row by row.
+_CELLS = """root => [...root.querySelector('table').tBodies[0].rows]
+    .map(r => [...r.cells].slice(1).map(c => c.textContent))"""
+
+# Every figure of the page that is not inside another one.
+_TOP = ".md-content figure.explorer:not(.heads-explorer .explorer)"
+
+
+def _printed(figure) -> list[str]:
+    return figure.evaluate(_PRINTED).strip("\n").splitlines()
+
+
+def _quoted(token: str) -> str:
+    return f"\u201c{token}\u201d"
+
+
+def _check_rows(page, figure, tokens: list[str], rows: list[list[str]], state: str) -> None:
+    """Pointing at each row (its label or, every other row, one of its cells) shows that
+    row's printed weights; a tap (click) on a cell and the arrow keys choose rows too."""
+    compact = "explorer-compact" in (figure.get_attribute("class") or "")
+    table = figure.locator("table").first
+    assert figure.evaluate(_CELLS) == rows, (
+        f"{state}: the table is not the printed weights")
     for i, token in enumerate(tokens):
-        queries.nth(i).hover(force=True)  # a real pointer move; the figure does not move
-        shown = figure.evaluate(_READ)
-        assert f"\u201c{token}\u201d" in shown["title"], (token, shown["title"])
-        assert shown["values"] == rows[i], (token, shown["values"], rows[i])
-    page.mouse.move(0, 0)  # off the figure: a hover must not stand in for the keyboard
-    queries.nth(0).focus()
+        target = table.locator("tbody tr").nth(i).locator("th" if i % 2 == 0 else "td").nth(0 if i % 2 == 0 else i)
+        target.hover(force=True)  # a real pointer move
+        shown = figure.evaluate(_READOUT)
+        where = f" at position {i}" if compact else ""
+        assert f"{_quoted(token)}{where}" in shown["title"] and state in shown["title"], (i, shown["title"])
+        assert shown["values"] == rows[i], (state, i, shown["values"], rows[i])
+        assert shown["selected"] == i, (state, i, shown["selected"])
+    page.mouse.move(0, 0)  # off the figure: the pointer must not stand in for a tap or a key
+    table.locator("tbody tr").nth(1).locator("td").last.dispatch_event("click")
+    assert figure.evaluate(_READOUT)["selected"] == 1, "a tap on a cell did not choose its row"
+    table.focus()
+    page.keyboard.press("Home")
     page.keyboard.press("ArrowDown")
-    page.wait_for_function(  # a busy machine may take a moment
-        "([f, t]) => f.querySelector('.explorer-readout p').textContent.includes(t)",
-        arg=[figure.element_handle(), f"\u201c{tokens[1]}\u201d"],
-        timeout=15000,
-    )
-    default_cells = figure.evaluate(_READ)["cells"]
-    assert default_cells == [v for row in rows for v in row], "the table is not the printed weights"
+    page.keyboard.press("ArrowDown")
+    shown = figure.evaluate(_READOUT)
+    assert shown["selected"] == 2 and shown["values"] == rows[2], "the arrow keys did not move the query"
+
+
+def _weight_rows(lines: list[str]) -> tuple[list[str], list[list[str]]]:
+    """A weight_table: the tokens, then each row's values."""
+    tokens = lines[0].split()
+    return tokens, [line.split()[1:] for line in lines[1 : 1 + len(tokens)]]
+
+
+def check_row_explorer(page, figure) -> None:
+    """The default state's table is the printed one, every row shows its printed weights, and
+    every switch changes the table."""
+    tokens, rows = _weight_rows(_printed(figure))
     switches = figure.locator(".explorer-switches button")
+    state = switches.nth(0).text_content() if switches.count() else ""
+    _check_rows(page, figure, tokens, rows, state)
     for k in range(1, switches.count()):
         switches.nth(k).click()
         assert switches.nth(k).get_attribute("aria-pressed") == "true", f"switch {k} not pressed"
-        assert figure.evaluate(_READ)["cells"] != default_cells, f"switch {k} changed nothing"
+        assert figure.evaluate(_READOUT)["values"] != rows[2], f"switch {k} changed nothing"
+
+
+def check_heads_explorer(page, figure) -> None:
+    """Each phase's maps carry the printed scores; choosing a map opens that head; the printed
+    head's rows show its printed weights in every phase."""
+    lines = _printed(figure)
+    scores = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 6 and parts[-4].isdigit() and parts[-3].isdigit():
+            scores[(" ".join(parts[:-4]), parts[-4], parts[-3])] = parts[-2:]
+    tables = {}
+    for k, line in enumerate(lines):
+        if line.startswith("layer ") and ", head " in line:
+            tables[line.strip()] = _weight_rows(lines[k + 1 :])
+    assert scores and tables, lines[:5]
+    phases = figure.locator(":scope > .explorer-switches button")
+    rows_figure = figure.locator(".attention-explorer")
+    for p in range(phases.count()):
+        phase = phases.nth(p).text_content()
+        phases.nth(p).click()
+        assert phases.nth(p).get_attribute("aria-pressed") == "true", phase
+        tiles = figure.locator(f'.heads-phase[data-phase="{phase}"] .head-tile')
+        assert tiles.count() == len([key for key in scores if key[0] == phase]) > 0, phase
+        for t in range(tiles.count()):
+            tile = tiles.nth(t)
+            layer, head = tile.get_attribute("data-layer"), tile.get_attribute("data-head")
+            shown = [s.split()[-1] for s in tile.locator(".head-score").all_text_contents()]
+            assert shown == scores[(phase, layer, head)], (phase, layer, head, shown)
+            tile.click()
+            assert tile.get_attribute("aria-pressed") == "true", (phase, layer, head)
+            title = rows_figure.evaluate(_READOUT)["title"]
+            assert f"layer {layer}, head {head}, {phase}" in title, (title, phase, layer, head)
+        for name, (tokens, rows) in tables.items():
+            if name.endswith(phase):
+                layer, head = name.split(",")[0].split()[1], name.split(",")[1].split()[1]
+                figure.locator(f'.heads-phase[data-phase="{phase}"] .head-tile[data-layer="{layer}"]'
+                               f'[data-head="{head}"]').click()
+                _check_rows(page, rows_figure, tokens, rows, name)
+
+
+def _stage_blocks(lines: list[str]) -> list[tuple[str, list[list[str]]]]:
+    blocks, current = [], None
+    for line in lines:
+        if current is None and line[:1].isdigit() and ". " in line:
+            current = (line.split(". ", 1)[1], [])
+            blocks.append(current)
+        elif current is not None and not line.strip():
+            current = None
+        elif current is not None:
+            current[1].append(line)
+    return [(title, body[1:]) for title, body in blocks]  # body[0]: the column labels
+
+
+def check_stepper(page, figure) -> None:
+    """Next, Previous and the slider's keys show each stage alone, with the printed numbers;
+    the chosen query row stays highlighted in every stage, and pointing or the keys move it."""
+    stages = _stage_blocks(_printed(figure))
+    shown_stages = figure.locator(".stepper-stage")
+    assert shown_stages.count() == len(stages) > 1, (shown_stages.count(), len(stages))
+    query = int(figure.get_attribute("data-query"))
+    visible = "f => [...f.querySelectorAll('.stepper-stage')].map(s => !s.hidden && s.getClientRects().length > 0)"
+    next_button, previous = figure.locator(".explorer-next"), figure.locator(".explorer-previous")
+    for k, (title, body) in enumerate(stages):
+        if k:
+            next_button.click()
+        assert figure.evaluate(visible) == [i == k for i in range(len(stages))], (k, figure.evaluate(visible))
+        stage = shown_stages.nth(k)
+        assert stage.get_attribute("data-title") == title, (stage.get_attribute("data-title"), title)
+        cells = stage.evaluate(_CELLS)
+        printed = [line.split()[-len(cells[0]):] for line in body]
+        assert cells == printed, (title, cells, printed)
+        selected = stage.evaluate("s => [...s.querySelectorAll('tbody tr')].findIndex(r => r.classList.contains('explorer-selected'))")
+        assert selected == query, (title, selected, query)
+        assert title in figure.locator(".explorer-step-label").text_content()
+    assert next_button.is_disabled(), "Next still works after the last stage"
+    previous.click()
+    assert figure.evaluate(visible)[-2], "Previous did not go back one stage"
+    slider = figure.locator(".explorer-steps input")
+    slider.focus()
+    page.keyboard.press("Home")
+    assert figure.evaluate(visible)[0] and previous.is_disabled(), "the slider's Home key did not go to stage 1"
+    page.keyboard.press("ArrowRight")
+    assert figure.evaluate(visible)[1], "the slider's arrow key did not go to stage 2"
+    other = (query + 2) % len(stages[0][1])
+    shown_stages.nth(1).locator("tbody tr").nth(other).locator("td").first.hover(force=True)
+    rows_chosen = figure.evaluate("f => [...f.querySelectorAll('.stepper-stage')].map(s => "
+                                  "[...s.querySelectorAll('tbody tr')].findIndex(r => r.classList.contains('explorer-selected')))")
+    assert rows_chosen == [other] * len(stages), f"pointing at row {other} chose {rows_chosen}"
+    page.mouse.move(0, 0)
+    shown_stages.nth(1).locator("table").focus()
+    page.keyboard.press("ArrowUp")
+    assert shown_stages.nth(3 % len(stages)).evaluate(
+        "s => s.querySelectorAll('tbody tr')[" + str(other - 1) + "].classList.contains('explorer-selected')"), "ArrowUp"
+
+
+def check_decode_explorer(page, figure) -> None:
+    """Next and the slider step through decoding; each step shows the printed query, keys read,
+    rows held, bytes and weights; the grid fills row by row and the cache row marks what was
+    dropped."""
+    steps = []
+    for line in _printed(figure):
+        head, values = line.split(": ", 1)[1].split("): ")
+        parts = head.replace("-", " ").replace("(", " ").split()
+        # query L reads A L, cache holds H L B bytes
+        steps.append((int(parts[1]), int(parts[3]), int(parts[7]), int(parts[9]), values.split()))
+    assert len(steps) > 1, steps
+    next_button = figure.locator(".explorer-next")
+    for k, (last, reads_from, holds_from, nbytes, values) in enumerate(steps):
+        if k:
+            next_button.click()
+        status = figure.locator(".decode-status").text_content()
+        held = last + 1 - holds_from
+        expected = (f"Step {k + 1} of {len(steps)}", f": the query at position {last} ",
+                    f"reads keys {reads_from} to {last};", f"holds {held} row{'' if held == 1 else 's'}, ",
+                    f"{nbytes:,} bytes.")
+        assert all(e in status for e in expected), (status, expected)
+        shown = figure.evaluate(_READOUT)
+        assert shown["values"] == values and shown["selected"] == last, (k, shown, values, last)
+        filled = figure.evaluate("f => [...f.querySelectorAll('tbody tr')].map(r => r.cells[1].textContent !== '')")
+        assert filled == [i <= last for i in range(len(filled))], (k, filled)
+        marks = figure.evaluate("f => [...f.querySelector('tfoot tr').cells].slice(1).map(c => c.textContent)")
+        assert marks[:holds_from] == ["\u00d7"] * holds_from and marks[last] == "+", (k, marks)
+    assert next_button.is_disabled()
+    figure.locator(".explorer-steps input").focus()
+    page.keyboard.press("Home")
+    assert f"Step 1 of {len(steps)}" in figure.locator(".decode-status").text_content(), "Home on the slider"
+
+
+def check_temperature_explorer(page, figure) -> None:
+    """Every top-k switch at every temperature of the slider shows the printed probabilities."""
+    lines = _printed(figure)
+    printed = {}
+    for line in lines[1:]:
+        parts = line.split()
+        printed[(parts[0], " ".join(parts[1:3]))] = parts[3:]
+    keeps = figure.locator(".explorer-switches button")
+    slider = figure.locator(".explorer-steps input")
+    temperatures = sorted({t for t, _ in printed}, key=float)
+    assert keeps.count() * len(temperatures) == len(printed), (keeps.count(), temperatures, len(printed))
+    for k in range(keeps.count()):
+        keeps.nth(k).click()
+        keep = keeps.nth(k).text_content()
+        slider.focus()
+        page.keyboard.press("Home")
+        for i, t in enumerate(temperatures):
+            if i:
+                page.keyboard.press("ArrowRight")
+            setting = figure.locator(".temperature-setting").text_content()
+            assert setting == f"temperature {t}, keep {keep}", (setting, t, keep)
+            shown = figure.locator(".temperature-value").all_text_contents()
+            assert shown == printed[(t, keep)], (t, keep, shown, printed[(t, keep)])
+
+
+# At a phone's width: the smallest text shown in each explorer, and its width against the column.
+_LAYOUT = """() => {
+  const column = document.querySelector('.md-content__inner').getBoundingClientRect();
+  const report = [];
+  for (const f of document.querySelectorAll('.md-content figure.explorer')) {
+    const box = f.getBoundingClientRect();
+    if (box.right > column.right + 1 || f.scrollWidth > f.clientWidth + 1)
+      report.push(`${f.className}: ${Math.round(box.width)} px (scrolls to ${f.scrollWidth}) in ${Math.round(column.width)}`);
+    const walker = document.createTreeWalker(f, NodeFilter.SHOW_TEXT);
+    let smallest = Infinity, where = '';
+    while (walker.nextNode()) {
+      const e = walker.currentNode.parentElement;
+      if (!walker.currentNode.textContent.trim() || e.closest('.katex')) continue;
+      const r = e.getBoundingClientRect();
+      if (r.width <= 1 || r.height <= 1 || !e.getClientRects().length) continue;  // hidden
+      const size = parseFloat(getComputedStyle(e).fontSize);
+      if (size < smallest) { smallest = size; where = walker.currentNode.textContent.trim().slice(0, 20); }
+    }
+    if (smallest < 9) report.push(`${f.className}: text of ${smallest} px ("${where}")`);
+  }
+  return report;
+}"""
+
+
+def check_explorer_layout(page) -> None:
+    """At 390 px each explorer fits its column, its text at least 9 CSS px; at 1280 px the
+    readout of a many-token grid sits beside it, not below."""
+    beside = page.evaluate("""() => [...document.querySelectorAll('.attention-explorer.explorer-compact')]
+        .filter(f => f.getClientRects().length)
+        .map(f => f.querySelector('.explorer-readout').getBoundingClientRect().top
+                  - f.querySelector('.explorer-grid').getBoundingClientRect().top)""")
+    assert all(gap < 100 for gap in beside), f"the readout sits {beside} px below its grid's top"
+    page.set_viewport_size({"width": 390, "height": 900})
+    try:
+        problems = page.evaluate(_LAYOUT)
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
+    assert not problems, "\n".join(problems)
+
+
+def check_explorer(page) -> None:
+    """Every explorable figure of the page: each control driven, every number shown compared
+    with the page's printed one; then the layout at a phone's and a desktop's width."""
+    figures = page.locator(_TOP)
+    assert figures.count() >= 1, "no explorable figure"
+    kinds = {
+        "heads-explorer": check_heads_explorer,
+        "stepper": check_stepper,
+        "decode-explorer": check_decode_explorer,
+        "temperature-explorer": check_temperature_explorer,
+        "attention-explorer": check_row_explorer,
+    }
+    for k in range(figures.count()):
+        figure = figures.nth(k)
+        figure.scroll_into_view_if_needed()
+        classes = (figure.get_attribute("class") or "").split()
+        kind = next(name for name in kinds if name in classes)
+        try:
+            kinds[kind](page, figure)
+        except AssertionError as failure:
+            raise AssertionError(f"{kind} {k}: {failure}") from None
+    check_explorer_layout(page)
 
 
 def check_weights_figures(page, path: str) -> None:

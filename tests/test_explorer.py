@@ -9,7 +9,13 @@ import re
 import pytest
 import torch
 
-from llm_attention_site.explorer import attention_explorer, formatted, weight_table
+from llm_attention_site.explorer import (
+    attention_explorer,
+    formatted,
+    head_map,
+    heads_explorer,
+    weight_table,
+)
 
 TOKENS = ["a", "b", "c"]
 
@@ -24,15 +30,17 @@ def test_every_state_is_embedded_with_the_numbers_rounded_by_python():
     data = json.loads(html.unescape(re.search(r'data-explorer="([^"]*)"', page).group(1)))
     assert data["tokens"] == TOKENS and list(data["states"]) == ["one", "two"]
     for name, weights in (("one", one), ("two", two)):
-        got = torch.tensor([[float(v) for v in row] for row in data["states"][name]])
-        assert torch.allclose(got, weights, atol=0.005)
+        got = torch.tensor(data["states"][name], dtype=torch.float64) / 100  # hundredths
+        assert torch.allclose(got, weights.double(), atol=0.005 + 1e-9)
+        shown = [[f"{n / 100:.2f}" for n in row] for row in data["states"][name]]
+        assert shown == formatted(weights)  # what the script writes is the printed text
     assert 'data-scale="0..1"' in page
 
 
 def test_still_table_shows_the_first_state_and_matches_the_printed_table():
     weights = _weights(2)
     page = attention_explorer(TOKENS, {"first": weights, "second": _weights(3)})
-    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
+    cells = re.findall(r"<td[^>]*><span>([^<]*)</span></td>", page)
     assert cells == [f"{v:.2f}" for v in weights.flatten().tolist()]
     printed = [line.split()[1:] for line in weight_table(TOKENS, weights).splitlines()[1:]]
     assert printed == formatted(weights)
@@ -77,7 +85,68 @@ def test_every_cell_shade_keeps_its_text_readable(page, dark_page):
         worst = min(worst, _contrast(cell, ink))
     assert worst >= 4.5, f"a cell's text falls to {worst:.2f}:1"
     weights = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.05, 0.05, 0.9]])
-    cells = re.findall(r'<td( class="ink-light")? style="background: rgba\(33, 102, 172, ([0-9.]+)\)"',
+    cells = re.findall(r'<td( class="ink-light")? style="--w: ([0-9.]+)"',
                        attention_explorer(TOKENS, {"x": weights}))
-    assert [float(w) for _, w in cells] == [round(w, 3) for w in weights.flatten().tolist()]
+    assert [float(w) for _, w in cells] == [round(w, 2) for w in weights.flatten().tolist()]
     assert [bool(light) for light, _ in cells] == [w >= LIGHT_INK_FROM for w in weights.flatten().tolist()]
+
+
+def test_many_tokens_make_a_compact_grid_and_few_do_not():
+    few = attention_explorer(TOKENS, {"x": _weights(0)})
+    many = attention_explorer([str(i % 3) for i in range(12)], {"x": torch.eye(12)})
+    assert "explorer-compact" not in few and "explorer-compact" in many
+    assert "query \u2193" in few and "key \u2192" in few  # the axes are named
+
+
+def _png_pixels(url: str):
+    """Decode the 8-bit RGBA PNG of a data URL: its width and rows of (r, g, b, a)."""
+    import base64
+    import struct
+    import zlib
+
+    raw = base64.b64decode(url.split(",", 1)[1])
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", raw[16:24])
+    data, at = b"", 8
+    while at < len(raw):
+        length, kind = struct.unpack(">I4s", raw[at : at + 8])
+        if kind == b"IDAT":
+            data += raw[at + 8 : at + 8 + length]
+        at += 12 + length
+    rows = zlib.decompress(data)
+    stride = 1 + 4 * width
+    assert all(rows[y * stride] == 0 for y in range(height))  # no filter
+    return width, [[tuple(rows[y * stride + 1 + 4 * x : y * stride + 5 + 4 * x]) for x in range(width)]
+                   for y in range(height)]
+
+
+def test_a_head_map_is_the_weights_as_the_opacity_of_the_blue():
+    weights = torch.tensor([[1.0, 0.0, 0.0], [0.25, 0.75, 0.0], [0.2, 0.3, 0.5]])
+    width, pixels = _png_pixels(head_map(weights, scale=2))
+    assert width == 6 and len(pixels) == 6
+    for y in range(6):
+        for x in range(6):
+            assert pixels[y][x] == (33, 102, 172, round(weights[y // 2, x // 2].item() * 255))
+    _, marked = _png_pixels(head_map(weights, marks=(1,), scale=2))
+    assert any(p[:3] == (230, 97, 1) for p in marked[2] + [row[2] for row in marked])
+
+
+def test_heads_explorer_writes_each_heads_scores_and_opens_the_chosen_head():
+    weights = torch.softmax(torch.randn(2, 2, 3, 3, generator=torch.Generator().manual_seed(4)), -1)
+    scores = {"late": {"s": torch.tensor([[0.1, 0.2], [0.3, 0.456]])},
+              "early": {"s": torch.zeros(2, 2)}}
+    page = heads_explorer(TOKENS, {"late": weights, "early": weights.flip(0)}, scores,
+                          open_head=(1, 1))
+    late = page.split('data-phase="early"')[0]
+    assert re.findall(r'class="head-score">s ([0-9.]+)<', late) == ["0.10", "0.20", "0.30", "0.46"]
+    data = json.loads(html.unescape(re.search(r'data-explorer="([^"]*)"', page).group(1)))
+    assert list(data["states"])[0] == "layer 1, head 1, late"  # the open head first
+    assert len(data["states"]) == 8
+    got = torch.tensor(data["states"]["layer 0, head 1, early"], dtype=torch.float64) / 100
+    assert torch.allclose(got, weights[1, 1].double(), atol=0.005 + 1e-9)
+    with pytest.raises(ValueError, match="scores must have the phases' labels"):
+        heads_explorer(TOKENS, {"late": weights}, {"other": {}})
+    with pytest.raises(ValueError, match=r"phases must have shape \(L, H, 3, 3\)"):
+        heads_explorer(TOKENS, {"late": weights[0]}, {"late": {}})
+    with pytest.raises(ValueError, match=r"open_head must be a \(layer, head\)"):
+        heads_explorer(TOKENS, {"late": weights}, {"late": {}}, open_head=(2, 0))

@@ -1,72 +1,152 @@
-/* Explorable attention weights (llm_attention_site.explorer). Every number was computed in Python
-   at build and sits in the figure's data-explorer attribute; this script only displays them:
-   a switch per state, and the weights of the query under the pointer, the finger or the
-   keyboard focus (arrow keys move between queries). Without it, the table stays a still
-   picture of the first state. */
+/* The site's explorable figures (llm_attention_site.explorer and .stepper). Every number was
+   computed in Python at build and sits in the figure's HTML or its data attribute; this script
+   only chooses what to show:
+   - .attention-explorer: a switch per state, and the weights of the query row under the
+     pointer, tapped, or chosen with the arrow keys once the grid has the focus;
+   - .heads-explorer: a small map per layer x head; choosing one opens it in the row explorer;
+   - .stepper: one stage of attention at a time (Previous, Next, a slider), one query row
+     highlighted in all of them;
+   - .decode-explorer: decoding one token at a time, the cache filling row by row;
+   - .temperature-explorer: the next token's probabilities at a temperature and a top-k.
+   Without the script each figure stays a still table. */
 (function () {
   "use strict";
 
-  // The ink threshold comes from Python (explorer.LIGHT_INK_FROM), so the still table and
-  // the live one agree; the stylesheet turns all ink white in the dark palette.
-  function cellStyle(cell, value, lightFrom) {
-    cell.style.background = "rgba(33, 102, 172, " + value.toFixed(3) + ")";
-    cell.classList.toggle("ink-light", value >= lightFrom);
+  function fmt(n) { return (n / 100).toFixed(2); }
+
+  function el(tag, className, text) {
+    var e = document.createElement(tag);
+    if (className) e.className = className;
+    if (text !== undefined) e.textContent = text;
+    return e;
   }
 
-  function setup(figure) {
+  function button(text, onClick) {
+    var b = el("button", "explorer-button", text);
+    b.type = "button";
+    b.addEventListener("click", onClick);
+    return b;
+  }
+
+  // A cell's colour is its weight, as the opacity of the site's blue (the stylesheet reads
+  // --w); the ink threshold comes from Python (explorer.LIGHT_INK_FROM).
+  function paint(cell, n, lightFrom) {
+    cell.style.setProperty("--w", fmt(n));
+    cell.classList.toggle("ink-light", n / 100 >= lightFrom);
+  }
+
+  // Rows chosen by pointing, tapping or the arrow keys: the grid takes the focus as one
+  // control, so that a reader tabs past it at once instead of through every row.
+  function rowChooser(table, count, label, choose, current) {
+    table.tabIndex = 0;
+    table.setAttribute("aria-label", label + ": the arrow keys choose the query row");
+    var pick = function (event) {
+      var row = event.target.closest && event.target.closest("tbody tr");
+      if (row && table.contains(row)) choose(row.sectionRowIndex);
+    };
+    table.addEventListener("pointerover", pick);
+    table.addEventListener("click", pick);
+    table.addEventListener("keydown", function (event) {
+      var now = current(), next = {
+        ArrowDown: now + 1, ArrowRight: now + 1, ArrowUp: now - 1, ArrowLeft: now - 1,
+        Home: 0, End: count - 1
+      }[event.key];
+      if (next === undefined) return;
+      event.preventDefault();
+      choose(Math.max(0, Math.min(count - 1, next)));
+    });
+  }
+
+  // Previous, a slider and Next over count steps; onChange(k) shows step k.
+  function stepControls(figure, count, describe, onChange, start, quiet) {
+    var bar = el("div", "explorer-steps");
+    var slider = el("input");
+    slider.type = "range";
+    slider.min = "0";
+    slider.max = String(count - 1);
+    slider.step = "1";
+    // Where the figure writes the step in its own words (quiet), the label is for screen
+    // readers only.
+    var label = el("p", quiet ? "explorer-step-label explorer-hidden" : "explorer-step-label");
+    label.setAttribute("aria-live", "polite");
+    var set = function (k) {
+      k = Math.max(0, Math.min(count - 1, k));
+      slider.value = String(k);
+      slider.setAttribute("aria-valuetext", describe(k));
+      label.textContent = describe(k);
+      previous.disabled = k === 0;
+      next.disabled = k === count - 1;
+      onChange(k);
+    };
+    var previous = button("Previous", function () { set(parseInt(slider.value, 10) - 1); });
+    var next = button("Next", function () { set(parseInt(slider.value, 10) + 1); });
+    previous.classList.add("explorer-previous");
+    next.classList.add("explorer-next");
+    slider.setAttribute("aria-label", "step");
+    slider.addEventListener("input", function () { set(parseInt(slider.value, 10)); });
+    bar.append(previous, slider, next);
+    figure.prepend(label);
+    figure.prepend(bar);
+    set(start || 0);
+    return set;
+  }
+
+  function switchBar(names, onPick, className) {
+    var bar = el("div", "explorer-switches" + (className ? " " + className : ""));
+    bar.setAttribute("role", "group");
+    var buttons = names.map(function (name, k) {
+      var b = button(name, function () { onPick(k); press(k); });
+      b.dataset.state = name;
+      bar.appendChild(b);
+      return b;
+    });
+    var press = function (k) {
+      buttons.forEach(function (b, i) { b.setAttribute("aria-pressed", String(i === k)); });
+    };
+    return {bar: bar, buttons: buttons, press: press};
+  }
+
+  // The chosen row's weights, one chip per key: what the grid's cells say, with digits.
+  function chips(readout, title, labels, values, lightFrom) {
+    readout.textContent = "";
+    readout.appendChild(el("p", "explorer-readout-title", title));
+    var list = el("div", "explorer-chips");
+    labels.forEach(function (label, j) {
+      var chip = el("span", "explorer-chip");
+      paint(chip, values[j], lightFrom);
+      chip.append(el("span", "explorer-key", label), el("span", "explorer-value", fmt(values[j])));
+      list.appendChild(chip);
+    });
+    readout.appendChild(list);
+  }
+
+  function quoted(token) { return "\u201c" + token + "\u201d"; }
+
+  function setupRows(figure) {
     if (figure.dataset.ready) return;
     figure.dataset.ready = "1";
     var data = JSON.parse(figure.dataset.explorer);
     var lightFrom = parseFloat(figure.dataset.lightInkFrom);
+    var compact = figure.classList.contains("explorer-compact");
     var names = Object.keys(data.states);
     var state = names[0];
     var query = 0;
     var table = figure.querySelector("table");
     var rows = table.tBodies[0].rows;
-    var buttons = [];
+    var labels = data.tokens.map(function (t, j) { return compact ? j + "\u00b7" + t : t; });
 
-    var readout = document.createElement("div");
-    readout.className = "explorer-readout";
+    var readout = el("div", "explorer-readout");
     readout.setAttribute("aria-live", "polite");
-    table.insertAdjacentElement("afterend", readout);
+    figure.querySelector(".explorer-grid").insertAdjacentElement("afterend", readout);
 
-    var switches = [];
-    if (names.length > 1) {
-      var bar = document.createElement("div");
-      bar.className = "explorer-switches";
-      bar.setAttribute("role", "group");
-      names.forEach(function (name) {
-        var b = document.createElement("button");
-        b.type = "button";
-        b.textContent = name;
-        b.dataset.state = name;
-        b.addEventListener("click", function () { state = name; render(); });
-        bar.appendChild(b);
-        switches.push(b);
-      });
-      figure.insertBefore(bar, table);
+    var switches = null;
+    if (names.length > 1 && figure.dataset.switches !== "none") {
+      switches = switchBar(names, function (k) { state = names[k]; render(); });
+      figure.prepend(switches.bar);
     }
-
-    Array.prototype.forEach.call(rows, function (row, i) {
-      var th = row.cells[0];
-      var b = document.createElement("button");
-      b.type = "button";
-      b.className = "explorer-query";
-      b.textContent = th.textContent;
-      th.textContent = "";
-      th.appendChild(b);
-      buttons.push(b);
-      var pick = function () { query = i; render(); };
-      b.addEventListener("mouseenter", pick);
-      b.addEventListener("focus", pick);
-      b.addEventListener("click", pick);
-      b.addEventListener("keydown", function (event) {
-        var step = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 }[event.key];
-        if (!step) return;
-        event.preventDefault();
-        buttons[(i + step + buttons.length) % buttons.length].focus();
-      });
-    });
+    rowChooser(table, rows.length, "Attention weights", function (i) {
+      if (i !== query) { query = i; render(); }
+    }, function () { return query; });
 
     function render() {
       var weights = data.states[state];
@@ -74,39 +154,170 @@
         row.classList.toggle("explorer-selected", i === query);
         for (var j = 0; j < data.tokens.length; j++) {
           var cell = row.cells[j + 1];
-          cell.textContent = weights[i][j];
-          cellStyle(cell, parseFloat(weights[i][j]), lightFrom);
+          cell.firstChild.textContent = fmt(weights[i][j]);
+          paint(cell, weights[i][j], lightFrom);
         }
       });
-      switches.forEach(function (b) {
-        b.setAttribute("aria-pressed", String(b.dataset.state === state));
-      });
-      readout.textContent = "";
-      var title = document.createElement("p");
-      title.textContent = "\u201c" + data.tokens[query] + "\u201d attends to (" + state + "):";
-      readout.appendChild(title);
-      data.tokens.forEach(function (token, j) {
-        var line = document.createElement("div");
-        line.className = "explorer-bar";
-        var label = document.createElement("span");
-        label.textContent = token;
-        var track = document.createElement("span");
-        track.className = "explorer-track";
-        var fill = document.createElement("span");
-        fill.style.width = (parseFloat(weights[query][j]) * 100).toFixed(1) + "%";
-        track.appendChild(fill);
-        var value = document.createElement("span");
-        value.className = "explorer-value";
-        value.textContent = weights[query][j];
-        line.append(label, track, value);
-        readout.appendChild(line);
-      });
+      if (switches) switches.press(names.indexOf(state));
+      var where = compact ? " at position " + query : "";
+      chips(readout, "Query " + quoted(data.tokens[query]) + where + " attends to (" + state + "):",
+            labels, weights[query], lightFrom);
     }
+    figure.explorerShow = function (name) { state = name; render(); };
     render();
   }
 
+  function setupHeads(figure) {
+    if (figure.dataset.ready) return;
+    figure.dataset.ready = "1";
+    var rows = figure.querySelector(".attention-explorer");
+    setupRows(rows);
+    var phases = Array.prototype.slice.call(figure.querySelectorAll(".heads-phase"));
+    figure.querySelectorAll(".heads-title").forEach(function (t) { t.hidden = true; });  // the switch says it
+    var names = phases.map(function (p) { return p.dataset.phase; });
+    var phase = 0;
+    var open = [figure.dataset.openLayer, figure.dataset.openHead];
+    var tiles = figure.querySelectorAll(".head-tile");
+    function show() {
+      phases.forEach(function (p, k) { p.hidden = k !== phase; });
+      tiles.forEach(function (tile) {
+        var chosen = tile.dataset.layer === open[0] && tile.dataset.head === open[1];
+        tile.setAttribute("aria-pressed", String(chosen));
+        if (chosen && tile.closest(".heads-phase") === phases[phase]) {
+          rows.explorerShow(tile.dataset.state);
+          rows.querySelector("figcaption").textContent = tile.dataset.state;
+        }
+      });
+    }
+    var switches = switchBar(names, function (k) { phase = k; show(); });
+    figure.prepend(switches.bar);
+    switches.press(0);
+    tiles.forEach(function (tile) {
+      tile.addEventListener("click", function () {
+        open = [tile.dataset.layer, tile.dataset.head];
+        show();
+      });
+    });
+    show();
+  }
+
+  function setupStepper(figure) {
+    if (figure.dataset.ready) return;
+    figure.dataset.ready = "1";
+    var stages = Array.prototype.slice.call(figure.querySelectorAll(".stepper-stage"));
+    var query = parseInt(figure.dataset.query, 10);
+    var count = stages[0].querySelector("tbody").rows.length;
+    function highlight() {
+      stages.forEach(function (stage) {
+        Array.prototype.forEach.call(stage.querySelector("tbody").rows, function (row, i) {
+          row.classList.toggle("explorer-selected", i === query);
+        });
+      });
+    }
+    stages.forEach(function (stage) {
+      rowChooser(stage.querySelector("table"), count, stage.dataset.title, function (i) {
+        query = i;
+        highlight();
+      }, function () { return query; });
+    });
+    stepControls(figure, stages.length, function (k) {
+      return "Stage " + (k + 1) + " of " + stages.length + ": " + stages[k].dataset.title;
+    }, function (k) {
+      stages.forEach(function (stage, i) { stage.hidden = i !== k; });
+    }, 0, true);
+    highlight();
+  }
+
+  var CACHE_MARKS = {held: "\u2022", added: "+", dropped: "\u00d7", empty: ""};
+
+  function setupDecode(figure) {
+    if (figure.dataset.ready) return;
+    figure.dataset.ready = "1";
+    var data = JSON.parse(figure.dataset.decode);
+    var lightFrom = parseFloat(figure.dataset.lightInkFrom);
+    var table = figure.querySelector("table");
+    var rows = table.tBodies[0].rows;
+    var cache = table.tFoot.rows[0].cells;
+    var status = figure.querySelector(".decode-status");
+    var readout = el("div", "explorer-readout");
+    readout.setAttribute("aria-live", "polite");
+    figure.querySelector(".explorer-grid").insertAdjacentElement("afterend", readout);
+    var steps = data.steps;
+    var n = steps.length;
+    var T = data.tokens.length;
+
+    function render(k) {
+      var last = steps[k][0], readsFrom = steps[k][1], holdsFrom = steps[k][2], bytes = steps[k][3];
+      for (var i = 0; i < T; i++) {
+        rows[i].classList.toggle("explorer-selected", i === last);
+        for (var j = 0; j < T; j++) {
+          var cell = rows[i].cells[j + 1];
+          if (i <= last) {
+            cell.innerHTML = "<span></span>";
+            cell.firstChild.textContent = fmt(data.weights[i][j]);
+            paint(cell, data.weights[i][j], lightFrom);
+          } else {
+            cell.textContent = "";
+            cell.style.removeProperty("--w");
+            cell.classList.remove("ink-light");
+          }
+        }
+      }
+      for (var c = 0; c < T; c++) {
+        var kind = c < holdsFrom ? "dropped" : c === last ? "added" : c <= last ? "held" : "empty";
+        if (k === 0 && c <= last && c >= holdsFrom) kind = "added";  // the prefill adds them all
+        cache[c + 1].className = "cache-" + kind;
+        cache[c + 1].textContent = CACHE_MARKS[kind];
+      }
+      var held = last + 1 - holdsFrom;
+      status.textContent = "Step " + (k + 1) + " of " + n +
+        (k === 0 && last > 0 ? " (the prompt, all at once)" : "") + ": the query at position " +
+        last + " (" + quoted(data.tokens[last]) + ") reads keys " + readsFrom + " to " + last +
+        "; the cache holds " + held + (held === 1 ? " row, " : " rows, ") +
+        bytes.toLocaleString("en-US") + " bytes.";
+      var labels = [], values = [];
+      for (var key = readsFrom; key <= last; key++) {
+        labels.push(key + "\u00b7" + data.tokens[key]);
+        values.push(data.weights[last][key]);
+      }
+      chips(readout, "Query " + quoted(data.tokens[last]) + " at position " + last + " reads:",
+            labels, values, lightFrom);
+    }
+    stepControls(figure, n, function (k) { return "Step " + (k + 1) + " of " + n; }, render, 0, true);
+  }
+
+  function setupTemperature(figure) {
+    if (figure.dataset.ready) return;
+    figure.dataset.ready = "1";
+    var data = JSON.parse(figure.dataset.temperature);
+    var t = data.start[0], keep = data.start[1];
+    var rows = figure.querySelector("tbody").rows;
+    var setting = figure.querySelector(".temperature-setting");
+    function render() {
+      var probs = data.probs[t * data.keeps.length + keep];
+      setting.textContent = "temperature " + data.temperatures[t] + ", keep " + data.keeps[keep];
+      Array.prototype.forEach.call(rows, function (row, i) {
+        row.cells[1].firstChild.style.width = probs[i] + "%";
+        row.cells[2].textContent = fmt(probs[i]);
+      });
+    }
+    var keeps = switchBar(data.keeps, function (k) { keep = k; render(); });
+    keeps.press(keep);
+    figure.prepend(keeps.bar);
+    var set = stepControls(figure, data.temperatures.length, function (k) {
+      return "temperature " + data.temperatures[k];
+    }, function (k) { t = k; render(); }, t, true);
+    figure.querySelector(".explorer-steps input").setAttribute("aria-label", "temperature");
+    set(t);
+  }
+
   function start() {
-    document.querySelectorAll(".attention-explorer[data-explorer]").forEach(setup);
+    // The heads explorer first: it sets up the row explorer inside it.
+    document.querySelectorAll(".heads-explorer").forEach(setupHeads);
+    document.querySelectorAll(".attention-explorer[data-explorer]").forEach(setupRows);
+    document.querySelectorAll(".stepper").forEach(setupStepper);
+    document.querySelectorAll(".decode-explorer[data-decode]").forEach(setupDecode);
+    document.querySelectorAll(".temperature-explorer[data-temperature]").forEach(setupTemperature);
   }
 
   if (typeof document$ !== "undefined") {
