@@ -39,9 +39,11 @@ _READOUT = """figure => ({
   selected: [...figure.querySelectorAll('tbody tr')].findIndex(r => r.classList.contains('explorer-selected')),
 })"""
 
-# The cells of the first table inside an element, row by row.
+# The cells of the first table inside an element, row by row: the digits, or where a compact
+# grid shows none, the weight its shade is drawn with (none: 0).
 _CELLS = """root => [...root.querySelector('table').tBodies[0].rows]
-    .map(r => [...r.cells].slice(1).map(c => c.textContent))"""
+    .map(r => [...r.cells].slice(1).map(c => !c.closest('.explorer-compact') ? c.textContent
+        : (c.style.getPropertyValue('--w') || '0.00')))"""
 
 # Every figure of the page that is not inside another one.
 _TOP = ".md-content figure.explorer:not(.heads-explorer .explorer)"
@@ -217,7 +219,7 @@ def check_decode_explorer(page, figure) -> None:
         assert all(e in status for e in expected), (status, expected)
         shown = figure.evaluate(_READOUT)
         assert shown["values"] == values and shown["selected"] == last, (k, shown, values, last)
-        filled = figure.evaluate("f => [...f.querySelectorAll('tbody tr')].map(r => r.cells[1].textContent !== '')")
+        filled = figure.evaluate("f => [...f.querySelectorAll('tbody tr')].map(r => !r.classList.contains('decode-future'))")
         assert filled == [i <= last for i in range(len(filled))], (k, filled)
         marks = figure.evaluate("f => [...f.querySelector('tfoot tr').cells].slice(1).map(c => c.textContent)")
         assert marks[:holds_from] == ["\u00d7"] * holds_from and marks[last] == "+", (k, marks)

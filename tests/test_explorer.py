@@ -85,9 +85,9 @@ def test_every_cell_shade_keeps_its_text_readable(page, dark_page):
         worst = min(worst, _contrast(cell, ink))
     assert worst >= 4.5, f"a cell's text falls to {worst:.2f}:1"
     weights = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.05, 0.05, 0.9]])
-    cells = re.findall(r'<td( class="ink-light")? style="--w: ([0-9.]+)"',
+    cells = re.findall(r'<td( class="ink-light")?(?: style="--w:([0-9.]+)")?>',
                        attention_explorer(TOKENS, {"x": weights}))
-    assert [float(w) for _, w in cells] == [round(w, 2) for w in weights.flatten().tolist()]
+    assert [float(w or 0) for _, w in cells] == [round(w, 2) for w in weights.flatten().tolist()]
     assert [bool(light) for light, _ in cells] == [w >= LIGHT_INK_FROM for w in weights.flatten().tolist()]
 
 
@@ -95,6 +95,8 @@ def test_many_tokens_make_a_compact_grid_and_few_do_not():
     few = attention_explorer(TOKENS, {"x": _weights(0)})
     many = attention_explorer([str(i % 3) for i in range(12)], {"x": torch.eye(12)})
     assert "explorer-compact" not in few and "explorer-compact" in many
+    shades = re.findall(r'<td(?: class="ink-light")?(?: style="--w:([0-9.]+)")?></td>', many)
+    assert [float(w or 0) for w in shades] == torch.eye(12).flatten().tolist()
     assert "query \u2193" in few and "key \u2192" in few  # the axes are named
 
 

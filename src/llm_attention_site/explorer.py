@@ -19,8 +19,9 @@ prints the chosen row), so that the grid fits a phone's width.
 same 0..1 scale, with its scores written under it, one set per phase (before and after
 training, say); choosing a map opens that head in a row explorer below.
 
-``weight_table(tokens, weights)`` prints the same numbers as text, with the same
-formatting, so a page can show them and a test can compare. Standalone: torch and the
+``weight_table(tokens, weights)`` and ``heads_table(tokens, phases, scores, head)`` print
+the same numbers as text, with the same formatting, so a page can show them and a test can
+compare. Standalone: torch and the
 standard library.
 """
 
@@ -104,12 +105,15 @@ def weight_table(tokens: Sequence[str], weights: torch.Tensor) -> str:
 LIGHT_INK_FROM = 0.875
 
 
-def _cell(hundredth: int) -> str:
-    """A cell: its weight as text, and as the opacity ``--w`` of its blue (the
-    stylesheet paints ``rgba(33, 102, 172, var(--w))``)."""
+def _cell(hundredth: int, digits: bool = True) -> str:
+    """A cell: its weight as the opacity ``--w`` of its blue (the stylesheet paints
+    ``rgba(33, 102, 172, var(--w, 0))``) and, unless ``digits`` is False (a compact grid,
+    whose readout prints the row), as text."""
     value = hundredth / 100
     ink = ' class="ink-light"' if value >= LIGHT_INK_FROM else ""
-    return f'<td{ink} style="--w: {value:.2f}"><span>{value:.2f}</span></td>'
+    shade = f' style="--w:{value:.2f}"' if hundredth else ""
+    text = f"<span>{value:.2f}</span>" if digits else ""
+    return f"<td{ink}{shade}>{text}</td>"
 
 
 def _corner() -> str:
@@ -148,7 +152,7 @@ def attention_explorer(
     head = "".join(f'<th scope="col">{html.escape(t)}</th>' for t in tokens)
     body = []
     for i, token in enumerate(tokens):
-        cells = "".join(_cell(v) for v in data[default][i])
+        cells = "".join(_cell(v, not compact) for v in data[default][i])
         body.append(f'<tr><th scope="row">{html.escape(token)}</th>{cells}</tr>')
     payload = _payload({"tokens": list(tokens), "states": data})
     kind = " explorer-compact" if compact else ""
@@ -180,7 +184,7 @@ def _png(pixels: list[list[tuple[int, int, int, int]]]) -> bytes:
     )  # fmt: skip
 
 
-def head_map(weights: torch.Tensor, marks: Sequence[int] = (), scale: int = 3) -> str:
+def head_map(weights: torch.Tensor, marks: Sequence[int] = (), scale: int = 2) -> str:
     """A data URL of a small PNG of ``weights`` ``(T, T)``: each cell ``scale`` pixels
     of the explorer's blue at the weight's opacity, so that the page's own background
     shows through in either palette; a line before each position in ``marks``."""
@@ -192,7 +196,7 @@ def head_map(weights: torch.Tensor, marks: Sequence[int] = (), scale: int = 3) -
     for y in range(size):
         row = []
         for x in range(size):
-            on_line = (x in lines or y in lines) and (x + y) % 3 == 0  # dotted
+            on_line = (x in lines or y in lines) and (x + y) % 2 == 0  # dotted
             row.append((*MARK, 200) if on_line else (*BLUE, shade[y // scale][x // scale]))
         pixels.append(row)
     return "data:image/png;base64," + base64.b64encode(_png(pixels)).decode("ascii")
@@ -285,3 +289,29 @@ def heads_explorer(
         f'data-open-head="{open_head[1]}">{"".join(blocks)}{rows}'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
     )
+
+
+def heads_table(
+    tokens: Sequence[str],
+    phases: Mapping[str, torch.Tensor],
+    scores: Mapping[str, Mapping[str, torch.Tensor]],
+    head: tuple[int, int],
+) -> str:
+    """The numbers of a ``heads_explorer`` as text: every head's scores in every phase,
+    then the weights of one ``(layer, head)`` in each phase, formatted as the figure
+    shows them."""
+    names = list(next(iter(scores.values())))
+    lines = [f"{'phase':16} layer head  " + "  ".join(f"{n:>9}" for n in names)]
+    for phase, named in scores.items():
+        L, H = next(iter(named.values())).shape
+        for layer in range(L):
+            for h in range(H):
+                values = "  ".join(
+                    f"{_FMT.format(float(named[n][layer, h])):>9}" for n in names
+                )
+                lines.append(f"{phase:16} {layer:5d} {h:4d}  {values}")
+    for phase, weights in phases.items():
+        lines.append("")
+        lines.append(head_state(*head, phase))
+        lines.append(weight_table(tokens, weights[head]))
+    return "\n".join(lines)

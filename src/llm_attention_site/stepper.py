@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import torch
 
-from .explorer import LIGHT_INK_FROM, _cell, _check, _check_tokens, _corner, _payload, hundredths
+from .explorer import COMPACT_FROM, LIGHT_INK_FROM, _cell, _check, _check_tokens, _corner, _payload, hundredths
 
 _FMT = "{:.2f}"
 MINUS_INFINITY = "\u2212\u221e"
@@ -206,6 +206,7 @@ def decode_explorer(
     _check_steps(tokens, weights, steps)
     shown = hundredths(weights)
     final = steps[-1]
+    compact = len(tokens) >= COMPACT_FROM
     head = "".join(f'<th scope="col">{html.escape(t)}</th>' for t in tokens)
     body = []
     for i, token in enumerate(tokens):
@@ -214,8 +215,11 @@ def decode_explorer(
             if i > final.last:
                 cells.append("<td></td>")
             else:
-                cells.append(_cell(shown[i][j]))
-        body.append(f'<tr><th scope="row">{html.escape(token)}</th>{"".join(cells)}</tr>')
+                cells.append(_cell(shown[i][j], not compact))
+        future = ' class="decode-future"' if i > final.last else ""
+        body.append(
+            f'<tr{future}><th scope="row">{html.escape(token)}</th>{"".join(cells)}</tr>'
+        )
     cache = []
     prefill = len(steps) == 1  # the prompt's rows all arrive at once
     for j in range(len(tokens)):
@@ -231,9 +235,9 @@ def decode_explorer(
         "weights": shown[: final.last + 1],
         "steps": [list(step) for step in steps],
     })
-    compact = " explorer-compact" if len(tokens) >= 9 else ""
+    kind = " explorer-compact" if compact else ""
     return (
-        f'<figure class="explorer decode-explorer{compact}" '
+        f'<figure class="explorer decode-explorer{kind}" '
         f'data-light-ink-from="{LIGHT_INK_FROM}" data-decode="{payload}">'
         f'<p class="decode-status">{_status(tokens, len(steps), len(steps), final)}</p>'
         '<div class="explorer-grid"><table class="explorer-table decode-table">'

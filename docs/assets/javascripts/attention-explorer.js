@@ -31,7 +31,7 @@
   // A cell's colour is its weight, as the opacity of the site's blue (the stylesheet reads
   // --w); the ink threshold comes from Python (explorer.LIGHT_INK_FROM).
   function paint(cell, n, lightFrom) {
-    cell.style.setProperty("--w", fmt(n));
+    if (n) cell.style.setProperty("--w", fmt(n)); else cell.style.removeProperty("--w");
     cell.classList.toggle("ink-light", n / 100 >= lightFrom);
   }
 
@@ -154,7 +154,7 @@
         row.classList.toggle("explorer-selected", i === query);
         for (var j = 0; j < data.tokens.length; j++) {
           var cell = row.cells[j + 1];
-          cell.firstChild.textContent = fmt(weights[i][j]);
+          if (!compact) cell.firstChild.textContent = fmt(weights[i][j]);
           paint(cell, weights[i][j], lightFrom);
         }
       });
@@ -235,6 +235,7 @@
     figure.dataset.ready = "1";
     var data = JSON.parse(figure.dataset.decode);
     var lightFrom = parseFloat(figure.dataset.lightInkFrom);
+    var compact = figure.classList.contains("explorer-compact");
     var table = figure.querySelector("table");
     var rows = table.tBodies[0].rows;
     var cache = table.tFoot.rows[0].cells;
@@ -250,11 +251,11 @@
       var last = steps[k][0], readsFrom = steps[k][1], holdsFrom = steps[k][2], bytes = steps[k][3];
       for (var i = 0; i < T; i++) {
         rows[i].classList.toggle("explorer-selected", i === last);
+        rows[i].classList.toggle("decode-future", i > last);
         for (var j = 0; j < T; j++) {
           var cell = rows[i].cells[j + 1];
           if (i <= last) {
-            cell.innerHTML = "<span></span>";
-            cell.firstChild.textContent = fmt(data.weights[i][j]);
+            if (!compact) cell.innerHTML = "<span>" + fmt(data.weights[i][j]) + "</span>";
             paint(cell, data.weights[i][j], lightFrom);
           } else {
             cell.textContent = "";
