@@ -8,20 +8,21 @@ the keys, every value in [0, 1]; a model's heads are (L, H, T, T).
 
 ``attention_explorer(tokens, states)`` returns HTML for a page to print. Every state's
 numbers are computed here, in Python, at build, rounded to two decimals and embedded as
-whole hundredths; the site's small script (``docs/assets/javascripts/attention-explorer.js``)
-only displays them: a switch per state (the keys of ``states`` are the labels), and the
-weights of the query whose row is under the pointer, tapped, or chosen with the arrow
-keys. Without JavaScript the HTML is a still table of the first state. With more than
-``COMPACT_FROM`` tokens the cells are shades without digits (the readout beside the grid
-prints the chosen row), so that the grid fits a phone's width.
+whole hundredths; the site's small script
+(``docs/assets/javascripts/attention-explorer.js``) only displays them: a switch per
+state (the keys of ``states`` are the labels), and the weights of the query whose row
+is under the pointer, tapped, or chosen with the arrow keys. Without JavaScript the
+HTML is a still table of the first state. From ``COMPACT_FROM`` tokens on the cells
+are shades without digits (the readout beside the grid prints the chosen row), so
+that the grid fits a phone's width.
 
-``heads_explorer(tokens, phases, scores)`` draws every layer x head as a small map on the
-same 0..1 scale, with its scores written under it, one set per phase (before and after
-training, say); choosing a map opens that head in a row explorer below.
+``heads_explorer(tokens, phases, scores)`` draws every layer x head as a small map on
+the same 0..1 scale, with its scores written under it, one set per phase (before and
+after training, say); choosing a map opens that head in a row explorer below.
 
-``weight_table(tokens, weights)`` and ``heads_table(tokens, phases, scores, head)`` print
-the same numbers as text, with the same formatting, so a page can show them and a test can
-compare. Standalone: torch and the
+``weight_table(tokens, weights)`` and ``heads_table(tokens, phases, scores, head)``
+print the same numbers as text, with the same formatting, so a page can show them and a
+test can compare. Standalone: torch and the
 standard library.
 """
 
@@ -81,7 +82,8 @@ def formatted(weights: torch.Tensor) -> list[list[str]]:
 
 def hundredths(weights: torch.Tensor) -> list[list[int]]:
     """The shown weights as whole hundredths (0 to 100): what the page embeds. The
-    script writes ``n`` back as ``n / 100`` with two decimals, the text of ``formatted``.
+    script writes ``n`` back as ``n / 100`` with two decimals: the text of
+    ``formatted``.
     """
     return [[round(float(v) * 100) for v in row] for row in formatted(weights)]
 
@@ -107,8 +109,8 @@ LIGHT_INK_FROM = 0.875
 
 def _cell(hundredth: int, digits: bool = True) -> str:
     """A cell: its weight as the opacity ``--w`` of its blue (the stylesheet paints
-    ``rgba(33, 102, 172, var(--w, 0))``) and, unless ``digits`` is False (a compact grid,
-    whose readout prints the row), as text."""
+    ``rgba(33, 102, 172, var(--w, 0))``) and, unless ``digits`` is False (a compact
+    grid, whose readout prints the row), as text."""
     value = hundredth / 100
     ink = ' class="ink-light"' if value >= LIGHT_INK_FROM else ""
     shade = f' style="--w:{value:.2f}"' if hundredth else ""
@@ -196,8 +198,10 @@ def head_map(weights: torch.Tensor, marks: Sequence[int] = (), scale: int = 2) -
     for y in range(size):
         row = []
         for x in range(size):
-            on_line = (x in lines or y in lines) and (x + y) % 2 == 0  # dotted
-            row.append((*MARK, 200) if on_line else (*BLUE, shade[y // scale][x // scale]))
+            on_line = (x in lines or y in lines) and (x + y) % 4 == 0  # dotted, faint
+            row.append(
+                (*MARK, 170) if on_line else (*BLUE, shade[y // scale][x // scale])
+            )
         pixels.append(row)
     return "data:image/png;base64," + base64.b64encode(_png(pixels)).decode("ascii")
 
@@ -220,18 +224,26 @@ def heads_explorer(
     phase, and a row explorer of the head chosen.
 
     ``phases`` maps a label (``"after training"``) to the weights of every head,
-    ``(L, H, T, T)``; ``scores`` maps the same labels to named ``(L, H)`` scores, written
-    under each map with two decimals. ``marks`` are positions to draw a dotted line
-    before on the maps (where a repeat starts, say). ``open_head`` is the
+    ``(L, H, T, T)``; ``scores`` maps the same labels to named ``(L, H)`` scores,
+    written under each map with two decimals. ``marks`` are positions to draw a dotted
+    line before on the maps (where a repeat starts, say). ``open_head`` is the
     ``(layer, head)`` shown first in the row explorer. Without JavaScript the page shows
     every phase's maps and the first phase's open head.
     """
     _check_tokens(tokens)
     if not isinstance(phases, Mapping) or not phases:
-        raise ValueError(f"phases must map labels to (L, H, T, T) weights, got {phases!r}")
-    shapes = {name: tuple(w.shape) for name, w in phases.items() if isinstance(w, torch.Tensor)}
+        raise ValueError(
+            f"phases must map labels to (L, H, T, T) weights, got {phases!r}"
+        )
+    shapes = {
+        name: tuple(w.shape)
+        for name, w in phases.items()
+        if isinstance(w, torch.Tensor)
+    }
     if len(shapes) != len(phases) or len(set(shapes.values())) != 1:
-        raise ValueError(f"phases must all be tensors of one shape (L, H, T, T), got {shapes}")
+        raise ValueError(
+            f"phases must all be tensors of one shape (L, H, T, T), got {shapes}"
+        )
     shape = next(iter(shapes.values()))
     T = len(tokens)
     if len(shape) != 4 or shape[2:] != (T, T):
@@ -246,13 +258,17 @@ def heads_explorer(
     for phase, named in scores.items():
         for score, values in named.items():
             if not isinstance(values, torch.Tensor) or tuple(values.shape) != (L, H):
-                got = tuple(values.shape) if isinstance(values, torch.Tensor) else values
+                got = (
+                    tuple(values.shape) if isinstance(values, torch.Tensor) else values
+                )
                 raise ValueError(
                     f"scores[{phase!r}][{score!r}] must be an (L, H) = ({L}, {H}) "
                     f"tensor, got {got!r}"
                 )
     if open_head[0] not in range(L) or open_head[1] not in range(H):
-        raise ValueError(f"open_head must be a (layer, head) of ({L}, {H}), got {open_head}")
+        raise ValueError(
+            f"open_head must be a (layer, head) of ({L}, {H}), got {open_head}"
+        )
     states = {}
     blocks = []
     for phase, weights in phases.items():

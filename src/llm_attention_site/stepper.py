@@ -29,7 +29,16 @@ from typing import NamedTuple
 
 import torch
 
-from .explorer import COMPACT_FROM, LIGHT_INK_FROM, _cell, _check, _check_tokens, _corner, _payload, hundredths
+from .explorer import (
+    COMPACT_FROM,
+    LIGHT_INK_FROM,
+    _cell,
+    _check,
+    _check_tokens,
+    _corner,
+    _payload,
+    hundredths,
+)
 
 _FMT = "{:.2f}"
 MINUS_INFINITY = "\u2212\u221e"
@@ -55,14 +64,22 @@ def number(value: float) -> str:
 
 def _check_stages(rows: Sequence[str], stages: Sequence[Stage]) -> None:
     _check_tokens(rows)
-    if isinstance(stages, (str, bytes)) or not isinstance(stages, Sequence) or not stages:
-        raise ValueError(f"stages must be a non-empty sequence of Stage, got {stages!r}")
+    if (
+        isinstance(stages, (str, bytes))
+        or not isinstance(stages, Sequence)
+        or not stages
+    ):
+        raise ValueError(
+            f"stages must be a non-empty sequence of Stage, got {stages!r}"
+        )
     for k, stage in enumerate(stages):
         if not isinstance(stage, Stage):
             raise TypeError(f"stages[{k}] must be a Stage, got {type(stage).__name__}")
         matrix = stage.matrix
         if not isinstance(matrix, torch.Tensor) or matrix.dim() != 2:
-            raise ValueError(f"stages[{k}].matrix must be a 2-d tensor, got {matrix!r:.80}")
+            raise ValueError(
+                f"stages[{k}].matrix must be a 2-d tensor, got {matrix!r:.80}"
+            )
         shape = (len(rows), len(stage.columns))
         if tuple(matrix.shape) != shape:
             raise ValueError(
@@ -83,7 +100,9 @@ def stage_tables(rows: Sequence[str], stages: Sequence[Stage]) -> str:
         lines = [f"{k + 1}. {stage.title}"]
         lines.append(" " * width + " ".join(f"{c:>8}" for c in stage.columns))
         for label, values in zip(rows, stage.matrix.detach().double().tolist()):
-            lines.append(f"{label:<{width}}" + " ".join(f"{number(v):>8}" for v in values))
+            lines.append(
+                f"{label:<{width}}" + " ".join(f"{number(v):>8}" for v in values)
+            )
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 
@@ -126,10 +145,12 @@ def stepper(
         )
         blocks.append(
             f'<div class="stepper-stage" data-title="{html.escape(stage.title)}">'
-            f'<p class="stepper-title"><strong>{k + 1}. {html.escape(stage.title)}</strong> '
+            f'<p class="stepper-title"><strong>{k + 1}. {html.escape(stage.title)}'
+            "</strong> "
             f'<span class="arithmatex">\\({stage.formula}\\)</span></p>'
             '<div class="explorer-grid"><table class="explorer-table stepper-table">'
-            f"<thead><tr>{_corner()}{head}</tr></thead><tbody>{body}</tbody></table></div>"
+            f"<thead><tr>{_corner()}{head}</tr></thead><tbody>{body}</tbody>"
+            "</table></div>"
             "</div>"
         )
     return (
@@ -153,11 +174,15 @@ def _check_steps(tokens, weights, steps) -> None:
     _check_tokens(tokens)
     _check(tokens, "weights", weights)
     if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence) or not steps:
-        raise ValueError(f"steps must be a non-empty sequence of DecodeStep, got {steps!r}")
+        raise ValueError(
+            f"steps must be a non-empty sequence of DecodeStep, got {steps!r}"
+        )
     previous = -1
     for k, step in enumerate(steps):
         if not isinstance(step, DecodeStep):
-            raise TypeError(f"steps[{k}] must be a DecodeStep, got {type(step).__name__}")
+            raise TypeError(
+                f"steps[{k}] must be a DecodeStep, got {type(step).__name__}"
+            )
         ok = (
             previous < step.last < len(tokens)
             and 0 <= step.reads_from <= step.last
@@ -171,14 +196,18 @@ def _check_steps(tokens, weights, steps) -> None:
         previous = step.last
 
 
-def step_table(tokens: Sequence[str], weights: torch.Tensor, steps: Sequence[DecodeStep]) -> str:
+def step_table(
+    tokens: Sequence[str], weights: torch.Tensor, steps: Sequence[DecodeStep]
+) -> str:
     """The decoding steps as text: for each, the query, the keys it reads with their
     weights (formatted as the figure shows them), the rows held and the bytes."""
     _check_steps(tokens, weights, steps)
     shown = hundredths(weights)
     lines = []
     for k, step in enumerate(steps):
-        read = " ".join(f"{v / 100:.2f}" for v in shown[step.last][step.reads_from : step.last + 1])
+        read = " ".join(
+            f"{v / 100:.2f}" for v in shown[step.last][step.reads_from : step.last + 1]
+        )
         lines.append(
             f"step {k + 1}: query {step.last} reads {step.reads_from}-{step.last}, "
             f"cache holds {step.holds_from}-{step.last} ({step.nbytes} bytes): {read}"
@@ -218,7 +247,8 @@ def decode_explorer(
                 cells.append(_cell(shown[i][j], not compact))
         future = ' class="decode-future"' if i > final.last else ""
         body.append(
-            f'<tr{future}><th scope="row">{html.escape(token)}</th>{"".join(cells)}</tr>'
+            f'<tr{future}><th scope="row">{html.escape(token)}</th>'
+            f'{"".join(cells)}</tr>'
         )
     cache = []
     prefill = len(steps) == 1  # the prompt's rows all arrive at once
@@ -230,11 +260,13 @@ def decode_explorer(
             else "empty"
         )  # fmt: skip
         cache.append(f'<td class="cache-{state}">{_CACHE_MARKS[state]}</td>')
-    payload = _payload({
-        "tokens": list(tokens),
-        "weights": shown[: final.last + 1],
-        "steps": [list(step) for step in steps],
-    })
+    payload = _payload(
+        {
+            "tokens": list(tokens),
+            "weights": shown[: final.last + 1],
+            "steps": [list(step) for step in steps],
+        }
+    )
     kind = " explorer-compact" if compact else ""
     return (
         f'<figure class="explorer decode-explorer{kind}" '
@@ -242,7 +274,8 @@ def decode_explorer(
         f'<p class="decode-status">{_status(tokens, len(steps), len(steps), final)}</p>'
         '<div class="explorer-grid"><table class="explorer-table decode-table">'
         f"<thead><tr>{_corner()}{head}</tr></thead><tbody>{''.join(body)}</tbody>"
-        f'<tfoot><tr><th scope="row">cache</th>{"".join(cache)}</tr></tfoot></table></div>'
+        f'<tfoot><tr><th scope="row">cache</th>{"".join(cache)}</tr></tfoot>'
+        "</table></div>"
         '<p class="decode-legend">cache row: \u2022 held, + added at this step, '
         "\u00d7 dropped</p>"
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
@@ -255,7 +288,8 @@ def _status(tokens, k: int, n: int, step: DecodeStep) -> str:
     prompt = " (the prompt, all at once)" if k == 1 and step.last > 0 else ""
     return html.escape(
         f"Step {k} of {n}{prompt}: the query at position {step.last} "
-        f"(\u201c{tokens[step.last]}\u201d) reads keys {step.reads_from} to {step.last}; "
+        f"(\u201c{tokens[step.last]}\u201d) reads keys {step.reads_from} to "
+        f"{step.last}; "
         f"the cache holds {held} row{'' if held == 1 else 's'}, {step.nbytes:,} bytes."
     )
 
@@ -276,18 +310,26 @@ def _check_temperatures(labels, logits, temperatures, top_ks, shown) -> None:
     _check_tokens(labels)
     if not isinstance(logits, torch.Tensor) or tuple(logits.shape) != (len(labels),):
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else logits
-        raise ValueError(f"logits must be a ({len(labels)},) tensor, one per label, got {got!r}")
+        raise ValueError(
+            f"logits must be a ({len(labels)},) tensor, one per label, got {got!r}"
+        )
     if not temperatures or not all(
-        isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in temperatures
+        isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0
+        for t in temperatures
     ):
         raise ValueError(f"temperatures must be numbers above 0, got {temperatures!r}")
     if not top_ks or not all(
-        k is None or (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(labels))
+        k is None
+        or (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(labels))
         for k in top_ks
     ):
-        raise ValueError(f"top_ks must be None or ints from 1 to {len(labels)}, got {top_ks!r}")
+        raise ValueError(
+            f"top_ks must be None or ints from 1 to {len(labels)}, got {top_ks!r}"
+        )
     if not isinstance(shown, int) or not 1 <= shown < len(labels):
-        raise ValueError(f"shown must be an int from 1 to {len(labels) - 1}, got {shown!r}")
+        raise ValueError(
+            f"shown must be an int from 1 to {len(labels) - 1}, got {shown!r}"
+        )
 
 
 def _probability_rows(labels, logits, temperatures, top_ks, shown):
@@ -298,7 +340,9 @@ def _probability_rows(labels, logits, temperatures, top_ks, shown):
         for k in top_ks:
             p = next_token_probabilities(logits, t, k)  # (V,)
             rest = p.clone()
-            rest[order] = 0.0  # the tokens without a bar of their own: a sum of zeros or more
+            rest[order] = (
+                0.0  # the tokens without a bar of their own: a sum of zeros or more
+            )
             kept = [float(p[i]) for i in order]
             table.append([_FMT.format(v) for v in [*kept, float(rest.sum())]])
     return names, table
@@ -347,24 +391,28 @@ def temperature_explorer(
     """
     _check_temperatures(labels, logits, temperatures, top_ks, shown)
     if start[0] not in temperatures or start[1] not in top_ks:
-        raise ValueError(f"start must be one of the temperatures and top_ks, got {start!r}")
+        raise ValueError(
+            f"start must be one of the temperatures and top_ks, got {start!r}"
+        )
     names, table = _probability_rows(labels, logits, temperatures, top_ks, shown)
-    first = list(temperatures).index(start[0]) * len(top_ks) + list(top_ks).index(start[1])
+    first = list(temperatures).index(start[0]) * len(top_ks) + list(top_ks).index(
+        start[1]
+    )
     bars = "".join(
         f'<tr><th scope="row">{html.escape(name)}</th><td class="temperature-track">'
         f'<span style="width: {float(v) * 100:.0f}%"></span></td>'
         f'<td class="temperature-value">{v}</td></tr>'
         for name, v in zip(names, table[first])
     )
-    payload = _payload({
-        "temperatures": list(temperatures),
-        "keeps": [_top_k_name(k, len(labels)) for k in top_ks],
-        "probs": [[round(float(v) * 100) for v in row] for row in table],
-        "start": [list(temperatures).index(start[0]), list(top_ks).index(start[1])],
-    })
-    setting = (
-        f"temperature {start[0]:g}, keep {_top_k_name(start[1], len(labels))}"
+    payload = _payload(
+        {
+            "temperatures": list(temperatures),
+            "keeps": [_top_k_name(k, len(labels)) for k in top_ks],
+            "probs": [[round(float(v) * 100) for v in row] for row in table],
+            "start": [list(temperatures).index(start[0]), list(top_ks).index(start[1])],
+        }
     )
+    setting = f"temperature {start[0]:g}, keep {_top_k_name(start[1], len(labels))}"
     return (
         f'<figure class="explorer temperature-explorer" data-temperature="{payload}">'
         f'<p class="temperature-setting">{html.escape(setting)}</p>'

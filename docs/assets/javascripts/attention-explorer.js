@@ -58,7 +58,8 @@
   }
 
   // Previous, a slider and Next over count steps; onChange(k) shows step k.
-  function stepControls(figure, count, describe, onChange, start, quiet) {
+  function stepControls(figure, count, describe, onChange, start, quiet, names) {
+    names = names || ["Previous", "Next"];
     var bar = el("div", "explorer-steps");
     var slider = el("input");
     slider.type = "range";
@@ -78,8 +79,8 @@
       next.disabled = k === count - 1;
       onChange(k);
     };
-    var previous = button("Previous", function () { set(parseInt(slider.value, 10) - 1); });
-    var next = button("Next", function () { set(parseInt(slider.value, 10) + 1); });
+    var previous = button(names[0], function () { set(parseInt(slider.value, 10) - 1); });
+    var next = button(names[1], function () { set(parseInt(slider.value, 10) + 1); });
     previous.classList.add("explorer-previous");
     next.classList.add("explorer-next");
     slider.setAttribute("aria-label", "step");
@@ -307,7 +308,7 @@
     figure.prepend(keeps.bar);
     var set = stepControls(figure, data.temperatures.length, function (k) {
       return "temperature " + data.temperatures[k];
-    }, function (k) { t = k; render(); }, t, true);
+    }, function (k) { t = k; render(); }, t, true, ["Colder", "Warmer"]);
     figure.querySelector(".explorer-steps input").setAttribute("aria-label", "temperature");
     set(t);
   }
