@@ -57,27 +57,38 @@ def _quoted(token: str) -> str:
     return f"\u201c{token}\u201d"
 
 
-def _check_rows(page, figure, tokens: list[str], rows: list[list[str]], state: str) -> None:
-    """Pointing at each row (its label or, every other row, one of its cells) shows that
-    row's printed weights; a tap (click) on a cell and the arrow keys choose rows too."""
+# Point at every row of a row explorer in turn (a pointerover on one of its cells, as a mouse
+# or a finger sends) and read what the readout shows: one round trip for the whole grid.
+_EVERY_ROW = """figure => [...figure.querySelectorAll('tbody tr')].map((row, i) => {
+  row.cells[1 + (i % (row.cells.length - 1))].dispatchEvent(new PointerEvent('pointerover', {bubbles: true}));
+  return (READOUT)(figure);
+})""".replace("READOUT", _READOUT)
+
+
+def _check_rows(page, figure, tokens: list[str], rows: list[list[str]], state: str,
+                inputs: bool = True) -> None:
+    """The table is the printed one; pointing at each row shows that row's printed weights;
+    with ``inputs``, a real pointer on a row's label and on a cell, a tap (click) and the
+    arrow keys choose rows too."""
     compact = "explorer-compact" in (figure.get_attribute("class") or "")
     table = figure.locator("table").first
-    assert figure.evaluate(_CELLS) == rows, (
-        f"{state}: the table is not the printed weights")
-    for i, token in enumerate(tokens):
-        target = table.locator("tbody tr").nth(i).locator("th" if i % 2 == 0 else "td").nth(0 if i % 2 == 0 else i)
-        target.hover(force=True)  # a real pointer move
-        shown = figure.evaluate(_READOUT)
+    assert figure.evaluate(_CELLS) == rows, f"{state}: the table is not the printed weights"
+    for i, shown in enumerate(figure.evaluate(_EVERY_ROW)):
         where = f" at position {i}" if compact else ""
-        assert f"{_quoted(token)}{where}" in shown["title"] and state in shown["title"], (i, shown["title"])
+        assert f"{_quoted(tokens[i])}{where}" in shown["title"] and state in shown["title"], (i, shown["title"])
         assert shown["values"] == rows[i], (state, i, shown["values"], rows[i])
         assert shown["selected"] == i, (state, i, shown["selected"])
+    if not inputs:
+        return
+    last = len(tokens) - 1
+    table.locator("tbody tr").nth(0).locator("th").hover(force=True)  # a real pointer move
+    assert figure.evaluate(_READOUT)["selected"] == 0, "pointing at a row's label did not choose it"
+    table.locator("tbody tr").nth(last).locator("td").nth(0).hover(force=True)
+    assert figure.evaluate(_READOUT)["selected"] == last, "pointing at a cell did not choose its row"
     page.mouse.move(0, 0)  # off the figure: the pointer must not stand in for a tap or a key
     table.locator("tbody tr").nth(1).locator("td").last.dispatch_event("click")
     assert figure.evaluate(_READOUT)["selected"] == 1, "a tap on a cell did not choose its row"
     table.focus()
-    page.keyboard.press("Home")
-    page.keyboard.press("ArrowDown")
     page.keyboard.press("ArrowDown")
     shown = figure.evaluate(_READOUT)
     assert shown["selected"] == 2 and shown["values"] == rows[2], "the arrow keys did not move the query"
@@ -99,7 +110,17 @@ def check_row_explorer(page, figure) -> None:
     for k in range(1, switches.count()):
         switches.nth(k).click()
         assert switches.nth(k).get_attribute("aria-pressed") == "true", f"switch {k} not pressed"
-        assert figure.evaluate(_READOUT)["values"] != rows[2], f"switch {k} changed nothing"
+        assert figure.evaluate(_CELLS) != rows, f"switch {k} changed nothing"
+
+
+# Each map of the phase shown: its scores, then what the row explorer names once it is chosen.
+_EVERY_TILE = """(figure, phase) => [...figure.querySelectorAll(`.heads-phase[data-phase="${phase}"] .head-tile`)]
+  .map(tile => {
+    tile.click();
+    return {layer: tile.dataset.layer, head: tile.dataset.head, pressed: tile.getAttribute('aria-pressed'),
+            scores: [...tile.querySelectorAll('.head-score')].map(s => s.textContent.split(' ').pop()),
+            title: figure.querySelector('.explorer-readout-title').textContent};
+  })"""
 
 
 def check_heads_explorer(page, figure) -> None:
@@ -122,23 +143,18 @@ def check_heads_explorer(page, figure) -> None:
         phase = phases.nth(p).text_content()
         phases.nth(p).click()
         assert phases.nth(p).get_attribute("aria-pressed") == "true", phase
-        tiles = figure.locator(f'.heads-phase[data-phase="{phase}"] .head-tile')
-        assert tiles.count() == len([key for key in scores if key[0] == phase]) > 0, phase
-        for t in range(tiles.count()):
-            tile = tiles.nth(t)
-            layer, head = tile.get_attribute("data-layer"), tile.get_attribute("data-head")
-            shown = [s.split()[-1] for s in tile.locator(".head-score").all_text_contents()]
-            assert shown == scores[(phase, layer, head)], (phase, layer, head, shown)
-            tile.click()
-            assert tile.get_attribute("aria-pressed") == "true", (phase, layer, head)
-            title = rows_figure.evaluate(_READOUT)["title"]
-            assert f"layer {layer}, head {head}, {phase}" in title, (title, phase, layer, head)
+        tiles = figure.evaluate(_EVERY_TILE, phase)
+        assert len(tiles) == len([key for key in scores if key[0] == phase]) > 0, phase
+        for tile in tiles:
+            where = (phase, tile["layer"], tile["head"])
+            assert tile["scores"] == scores[where] and tile["pressed"] == "true", (where, tile)
+            assert f"layer {tile['layer']}, head {tile['head']}, {phase}" in tile["title"], (where, tile)
         for name, (tokens, rows) in tables.items():
             if name.endswith(phase):
                 layer, head = name.split(",")[0].split()[1], name.split(",")[1].split()[1]
                 figure.locator(f'.heads-phase[data-phase="{phase}"] .head-tile[data-layer="{layer}"]'
-                               f'[data-head="{head}"]').click()
-                _check_rows(page, rows_figure, tokens, rows, name)
+                               f'[data-head="{head}"]').click()  # a real click
+                _check_rows(page, rows_figure, tokens, rows, name, inputs=p == 0)
 
 
 def _stage_blocks(lines: list[str]) -> list[tuple[str, list[list[str]]]]:
@@ -154,46 +170,58 @@ def _stage_blocks(lines: list[str]) -> list[tuple[str, list[list[str]]]]:
     return [(title, body[1:]) for title, body in blocks]  # body[0]: the column labels
 
 
+# What a stepper shows: which stages are visible, the first visible one's title, cells and
+# highlighted row, the row highlighted in every stage, and the step label.
+_STEPPER = """figure => {
+  const stages = [...figure.querySelectorAll('.stepper-stage')];
+  const shown = stages.find(s => !s.hidden && s.getClientRects().length > 0);
+  const chosen = s => [...s.querySelectorAll('tbody tr')].findIndex(r => r.classList.contains('explorer-selected'));
+  return {visible: stages.map(s => s === shown), title: shown.dataset.title,
+          cells: (CELLS)(shown), chosen: stages.map(chosen),
+          label: figure.querySelector('.explorer-step-label').textContent};
+}""".replace("CELLS", _CELLS)
+
+
 def check_stepper(page, figure) -> None:
     """Next, Previous and the slider's keys show each stage alone, with the printed numbers;
     the chosen query row stays highlighted in every stage, and pointing or the keys move it."""
     stages = _stage_blocks(_printed(figure))
-    shown_stages = figure.locator(".stepper-stage")
-    assert shown_stages.count() == len(stages) > 1, (shown_stages.count(), len(stages))
+    n = len(stages)
+    assert figure.locator(".stepper-stage").count() == n > 1, (figure.locator(".stepper-stage").count(), n)
     query = int(figure.get_attribute("data-query"))
-    visible = "f => [...f.querySelectorAll('.stepper-stage')].map(s => !s.hidden && s.getClientRects().length > 0)"
     next_button, previous = figure.locator(".explorer-next"), figure.locator(".explorer-previous")
     for k, (title, body) in enumerate(stages):
         if k:
             next_button.click()
-        assert figure.evaluate(visible) == [i == k for i in range(len(stages))], (k, figure.evaluate(visible))
-        stage = shown_stages.nth(k)
-        assert stage.get_attribute("data-title") == title, (stage.get_attribute("data-title"), title)
-        cells = stage.evaluate(_CELLS)
-        printed = [line.split()[-len(cells[0]):] for line in body]
-        assert cells == printed, (title, cells, printed)
-        selected = stage.evaluate("s => [...s.querySelectorAll('tbody tr')].findIndex(r => r.classList.contains('explorer-selected'))")
-        assert selected == query, (title, selected, query)
-        assert title in figure.locator(".explorer-step-label").text_content()
+        shown = figure.evaluate(_STEPPER)
+        assert shown["visible"] == [i == k for i in range(n)] and shown["title"] == title, (k, title, shown)
+        printed = [line.split()[-len(shown["cells"][0]):] for line in body]
+        assert shown["cells"] == printed, (title, shown["cells"], printed)
+        assert shown["chosen"] == [query] * n and title in shown["label"], (title, shown)
     assert next_button.is_disabled(), "Next still works after the last stage"
     previous.click()
-    assert figure.evaluate(visible)[-2], "Previous did not go back one stage"
-    slider = figure.locator(".explorer-steps input")
-    slider.focus()
+    assert figure.evaluate(_STEPPER)["visible"][-2], "Previous did not go back one stage"
+    figure.locator(".explorer-steps input").focus()
     page.keyboard.press("Home")
-    assert figure.evaluate(visible)[0] and previous.is_disabled(), "the slider's Home key did not go to stage 1"
+    assert figure.evaluate(_STEPPER)["visible"][0] and previous.is_disabled(), "Home on the slider"
     page.keyboard.press("ArrowRight")
-    assert figure.evaluate(visible)[1], "the slider's arrow key did not go to stage 2"
+    assert figure.evaluate(_STEPPER)["visible"][1], "the slider's arrow key did not go to stage 2"
     other = (query + 2) % len(stages[0][1])
-    shown_stages.nth(1).locator("tbody tr").nth(other).locator("td").first.hover(force=True)
-    rows_chosen = figure.evaluate("f => [...f.querySelectorAll('.stepper-stage')].map(s => "
-                                  "[...s.querySelectorAll('tbody tr')].findIndex(r => r.classList.contains('explorer-selected')))")
-    assert rows_chosen == [other] * len(stages), f"pointing at row {other} chose {rows_chosen}"
+    second = figure.locator(".stepper-stage").nth(1)
+    second.locator("tbody tr").nth(other).locator("td").first.hover(force=True)
+    assert figure.evaluate(_STEPPER)["chosen"] == [other] * n, f"pointing at row {other}"
     page.mouse.move(0, 0)
-    shown_stages.nth(1).locator("table").focus()
+    second.locator("table").focus()
     page.keyboard.press("ArrowUp")
-    assert shown_stages.nth(3 % len(stages)).evaluate(
-        "s => s.querySelectorAll('tbody tr')[" + str(other - 1) + "].classList.contains('explorer-selected')"), "ArrowUp"
+    assert figure.evaluate(_STEPPER)["chosen"] == [other - 1] * n, "ArrowUp did not move the query"
+
+
+# What a decoding figure shows at its current step.
+_DECODE = """figure => Object.assign((READOUT)(figure), {
+  status: figure.querySelector('.decode-status').textContent,
+  filled: [...figure.querySelectorAll('tbody tr')].map(r => !r.classList.contains('decode-future')),
+  marks: [...figure.querySelector('tfoot tr').cells].slice(1).map(c => c.textContent)})""".replace(
+    "READOUT", _READOUT)
 
 
 def check_decode_explorer(page, figure) -> None:
@@ -211,17 +239,15 @@ def check_decode_explorer(page, figure) -> None:
     for k, (last, reads_from, holds_from, nbytes, values) in enumerate(steps):
         if k:
             next_button.click()
-        status = figure.locator(".decode-status").text_content()
+        shown = figure.evaluate(_DECODE)
         held = last + 1 - holds_from
         expected = (f"Step {k + 1} of {len(steps)}", f": the query at position {last} ",
                     f"reads keys {reads_from} to {last};", f"holds {held} row{'' if held == 1 else 's'}, ",
                     f"{nbytes:,} bytes.")
-        assert all(e in status for e in expected), (status, expected)
-        shown = figure.evaluate(_READOUT)
+        assert all(e in shown["status"] for e in expected), (shown["status"], expected)
         assert shown["values"] == values and shown["selected"] == last, (k, shown, values, last)
-        filled = figure.evaluate("f => [...f.querySelectorAll('tbody tr')].map(r => !r.classList.contains('decode-future'))")
-        assert filled == [i <= last for i in range(len(filled))], (k, filled)
-        marks = figure.evaluate("f => [...f.querySelector('tfoot tr').cells].slice(1).map(c => c.textContent)")
+        assert shown["filled"] == [i <= last for i in range(len(shown["filled"]))], (k, shown["filled"])
+        marks = shown["marks"]
         assert marks[:holds_from] == ["\u00d7"] * holds_from and marks[last] == "+", (k, marks)
     assert next_button.is_disabled()
     figure.locator(".explorer-steps input").focus()
@@ -229,29 +255,43 @@ def check_decode_explorer(page, figure) -> None:
     assert f"Step 1 of {len(steps)}" in figure.locator(".decode-status").text_content(), "Home on the slider"
 
 
+# Every temperature of the slider, as its input event sets it, for the top-k switch pressed.
+_EVERY_TEMPERATURE = """figure => {
+  const slider = figure.querySelector('.explorer-steps input');
+  return [...Array(Number(slider.max) + 1).keys()].map(k => {
+    slider.value = String(k);
+    slider.dispatchEvent(new Event('input', {bubbles: true}));
+    return {setting: figure.querySelector('.temperature-setting').textContent,
+            values: [...figure.querySelectorAll('.temperature-value')].map(e => e.textContent)};
+  });
+}"""
+
+
 def check_temperature_explorer(page, figure) -> None:
-    """Every top-k switch at every temperature of the slider shows the printed probabilities."""
+    """Every top-k switch at every temperature of the slider shows the printed probabilities;
+    the slider answers the keyboard and its buttons."""
     lines = _printed(figure)
     printed = {}
     for line in lines[1:]:
         parts = line.split()
         printed[(parts[0], " ".join(parts[1:3]))] = parts[3:]
     keeps = figure.locator(".explorer-switches button")
-    slider = figure.locator(".explorer-steps input")
     temperatures = sorted({t for t, _ in printed}, key=float)
     assert keeps.count() * len(temperatures) == len(printed), (keeps.count(), temperatures, len(printed))
     for k in range(keeps.count()):
         keeps.nth(k).click()
         keep = keeps.nth(k).text_content()
-        slider.focus()
-        page.keyboard.press("Home")
-        for i, t in enumerate(temperatures):
-            if i:
-                page.keyboard.press("ArrowRight")
-            setting = figure.locator(".temperature-setting").text_content()
-            assert setting == f"temperature {t}, keep {keep}", (setting, t, keep)
-            shown = figure.locator(".temperature-value").all_text_contents()
-            assert shown == printed[(t, keep)], (t, keep, shown, printed[(t, keep)])
+        for t, shown in zip(temperatures, figure.evaluate(_EVERY_TEMPERATURE), strict=True):
+            assert shown["setting"] == f"temperature {t}, keep {keep}", (shown["setting"], t, keep)
+            assert shown["values"] == printed[(t, keep)], (t, keep, shown["values"], printed[(t, keep)])
+    figure.locator(".explorer-steps input").focus()
+    page.keyboard.press("Home")
+    page.keyboard.press("ArrowRight")
+    setting = figure.locator(".temperature-setting").text_content()
+    assert setting.startswith(f"temperature {temperatures[1]},"), f"the arrow key on the slider: {setting}"
+    figure.locator(".explorer-next").click()
+    setting = figure.locator(".temperature-setting").text_content()
+    assert setting.startswith(f"temperature {temperatures[2]},"), f"the Warmer button: {setting}"
 
 
 # At a phone's width: the smallest text shown in each explorer, and its width against the column.
