@@ -115,6 +115,11 @@ EXAMPLES = {
         layer.absorb = True
         result = (layer(x), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
     """,
+    "ring_attention.py": """
+        held = [m.balanced_positions(16, r, 2) for r in range(2)]
+        result = (torch.stack(held), torch.tensor(m.causal_pairs(held)),
+                  m.contiguous_positions(16, 1, 2))
+    """,
     "modern.py": """
         layer = m.ModernAttention(16, 16, 32, 0.0, 4, 2, window=4, qk_norm=True).eval()
         x = torch.randn(2, 6, 16)

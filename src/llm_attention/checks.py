@@ -139,3 +139,39 @@ def check_inputs(
             f"padding_mask must be on x's device {x.device}, "
             f"got device {padding_mask.device}"
         )
+
+
+def rows_here(linear: torch.nn.Module) -> int:
+    """The output features ``linear`` computes in this process: all of its rows or, when
+    tensor parallelism split them over processes (``parallelize_module`` with
+    ``ColwiseParallel``, whose weight is then a DTensor), this process's share."""
+    weight = linear.weight
+    return (weight.to_local() if hasattr(weight, "to_local") else weight).shape[0]
+
+
+def heads_here(
+    num_heads: int, num_kv_heads: int, query_rows: int, key_rows: int, head_dim: int,
+    query_width: int | None = None,
+) -> tuple[int, int]:
+    """``(H, H_kv)``: the query and key/value heads this process computes, from the rows
+    of its query and key projections (``rows_here``); all of them in one process.
+
+    ``query_width`` is the rows per query head (``head_dim``, or more when the query
+    projection carries gates too). Raises ``ValueError`` unless the processes share out
+    whole heads and each key/value head comes with its ``num_heads // num_kv_heads``
+    query heads: the number of processes must divide ``num_kv_heads``.
+    """
+    query_width = query_width or head_dim
+    heads, kv_heads = query_rows // query_width, key_rows // head_dim
+    group = num_heads // num_kv_heads
+    if query_rows % query_width or key_rows % head_dim or kv_heads == 0 or (
+        heads != kv_heads * group
+    ):
+        raise ValueError(
+            f"this process holds {query_rows} query rows and {key_rows} key rows: "
+            f"expected whole heads ({query_width} query rows, {head_dim} key rows "
+            f"each), {group} query heads per key/value head; the processes must "
+            f"split num_kv_heads={num_kv_heads} evenly (and num_heads={num_heads} "
+            "with them)"
+        )
+    return heads, kv_heads

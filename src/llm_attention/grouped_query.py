@@ -35,7 +35,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_attention_arguments, check_inputs, check_size
+from .checks import (
+    check_attention_arguments,
+    check_inputs,
+    check_size,
+    heads_here,
+    rows_here,
+)
 
 
 def check_num_kv_heads(num_heads: int, num_kv_heads: object) -> None:
@@ -235,12 +241,17 @@ class GroupedQueryAttention(nn.Module):
         """Attend over ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``."""
         weight = self.W_query.weight
         check_inputs(x, padding_mask, weight.shape[1], self.context_length, weight)
+        # All the heads, or this process's share when tensor parallelism split them.
+        heads, kv_heads = heads_here(
+            self.num_heads, self.num_kv_heads, rows_here(self.W_query),
+            rows_here(self.W_key), self.head_dim,
+        )
         if cache is not None:
-            check_cache(cache, self.num_kv_heads, self.head_dim, x)
+            check_cache(cache, kv_heads, self.head_dim, x)
         b, num_tokens, _ = x.shape  # (B, T, d_in)
-        queries = self.W_query(x).view(b, num_tokens, self.num_heads, self.head_dim)
+        queries = self.W_query(x).view(b, num_tokens, heads, self.head_dim)
         queries = queries.transpose(1, 2)  # (B, T, H, d_h) -> (B, H, T, d_h)
-        kv_split = (b, num_tokens, self.num_kv_heads, self.head_dim)
+        kv_split = (b, num_tokens, kv_heads, self.head_dim)
         keys = self.W_key(x).view(kv_split).transpose(1, 2)  # (B, H_kv, T, d_h)
         values = self.W_value(x).view(kv_split).transpose(1, 2)  # (B, H_kv, T, d_h)
 
@@ -264,7 +275,7 @@ class GroupedQueryAttention(nn.Module):
                 queries, keys, values, mask_bool, self.dropout
             )  # (B, H, T, d_h)
         context_vec = context_vec.transpose(1, 2)  # (B, T, H, d_h)
-        context_vec = context_vec.reshape(b, num_tokens, self.d_out)  # (B, T, d_out)
+        context_vec = context_vec.reshape(b, num_tokens, -1)  # (B, T, d_out)
         return self.out_proj(context_vec)  # (B, T, d_out)
 
     def extra_repr(self) -> str:

@@ -50,7 +50,14 @@ import torch
 from torch import nn
 
 from .attention_variants import UnitOffsetRMSNorm, variant_attention_explicit
-from .checks import check_attention_arguments, check_flag, check_inputs, check_size
+from .checks import (
+    check_attention_arguments,
+    check_flag,
+    check_inputs,
+    check_size,
+    heads_here,
+    rows_here,
+)
 from .grouped_query import (
     attention_mask,
     check_cache,
@@ -266,9 +273,10 @@ class ModernAttention(nn.Module):
         weight = self.W_query.weight
         check_inputs(x, padding_mask, weight.shape[1], self.context_length, weight)
         self.check_fast_path()
+        heads, kv_heads = self.heads_here()  # all, or this process's share
         start = 0
         if cache is not None:
-            check_cache(cache, self.num_kv_heads, self.head_dim, x)
+            check_cache(cache, kv_heads, self.head_dim, x)
             start = cache.length  # position of the first new token
         b, num_tokens, _ = x.shape  # (B, T, d_in)
         if start + num_tokens > self.context_length:
@@ -276,11 +284,11 @@ class ModernAttention(nn.Module):
                 f"positions {start}..{start + num_tokens - 1} go beyond "
                 f"context_length={self.context_length}"
             )
-        queries = self.W_query(x).view(b, num_tokens, self.num_heads, -1)
+        queries = self.W_query(x).view(b, num_tokens, heads, -1)
         gate = None
         if self.output_gate:  # each head's d_h query dims, then its d_h gate dims
             queries, gate = queries.chunk(2, dim=-1)  # (B, T, H, d_h) twice
-        kv_split = (b, num_tokens, self.num_kv_heads, self.head_dim)
+        kv_split = (b, num_tokens, kv_heads, self.head_dim)
         keys = self.W_key(x).view(kv_split)  # (B, T, H_kv, d_h)
         values = self.W_value(x).view(kv_split).transpose(1, 2)  # (B, H_kv, T, d_h)
         if self.q_norm is not None:  # one RMSNorm over each head's d_h
@@ -317,10 +325,19 @@ class ModernAttention(nn.Module):
         context_vec = context_vec.reshape(b, num_tokens, -1)  # (B, T, H d_h)
         return self.out_proj(context_vec)  # (B, T, d_out)
 
+    def heads_here(self) -> tuple[int, int]:
+        """``(H, H_kv)`` computed in this process: all of them, or its share when
+        tensor parallelism split the projections (``checks.heads_here``)."""
+        gated = 2 if self.output_gate else 1  # a head's queries, then its gates
+        return heads_here(
+            self.num_heads, self.num_kv_heads, rows_here(self.W_query),
+            rows_here(self.W_key), self.head_dim, query_width=gated * self.head_dim,
+        )
+
     def make_cache(self, batch_size: int):
         """An empty cache for this layer: rolling when there is a window."""
         kind = dict(dtype=self.W_query.weight.dtype, device=self.W_query.weight.device)
-        shape = (batch_size, self.num_kv_heads, self.head_dim)
+        shape = (batch_size, self.heads_here()[1], self.head_dim)  # the heads held here
         if self.window is None:
             return KVCache(*shape, self.context_length, **kind)
         return RollingKVCache(*shape, self.window, **kind)

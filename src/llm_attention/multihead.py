@@ -44,11 +44,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_attention_arguments, check_inputs
+from .checks import check_attention_arguments, check_inputs, heads_here, rows_here
 
 
-def _check_cache(cache: object, module: nn.Module, x: torch.Tensor) -> None:
-    """Raise a clear TypeError/ValueError if ``cache`` cannot serve ``module``."""
+def _check_cache(
+    cache: object, module: nn.Module, x: torch.Tensor, heads: int
+) -> None:
+    """Raise a clear TypeError/ValueError if ``cache`` cannot serve ``module``, whose
+    ``heads`` heads are computed in this process."""
     held = getattr(cache, "keys", None)
     if not (
         callable(getattr(cache, "append", None))
@@ -60,11 +63,11 @@ def _check_cache(cache: object, module: nn.Module, x: torch.Tensor) -> None:
             "cache must be a KVCache (llm_attention.kv_cache) or None, "
             f"got {type(cache).__name__}"
         )
-    _, heads, context_length, head_dim = held.shape
-    if heads != module.num_heads or head_dim != module.head_dim:
+    _, held_heads, context_length, head_dim = held.shape
+    if held_heads != heads or head_dim != module.head_dim:
         raise ValueError(
-            f"cache must hold num_heads={module.num_heads} heads of width "
-            f"head_dim={module.head_dim}, got {heads} heads of width {head_dim}"
+            f"cache must hold num_heads={heads} heads of width "
+            f"head_dim={module.head_dim}, got {held_heads} heads of width {head_dim}"
         )
     if held.dtype != x.dtype:
         raise TypeError(
@@ -208,8 +211,12 @@ class MultiHeadAttention(nn.Module):
         """
         weight = self.W_query.weight
         check_inputs(x, padding_mask, weight.shape[1], self.mask.shape[0], weight)
-        if cache is not None:
-            _check_cache(cache, self, x)
+        if cache is not None:  # the heads this process computes: all, or its share
+            heads, _ = heads_here(
+                self.num_heads, self.num_heads, rows_here(self.W_query),
+                rows_here(self.W_key), self.head_dim,
+            )
+            _check_cache(cache, self, x, heads)
         if self.fast_path:
             return self._forward_fast(x, padding_mask, cache)
         return self._forward_explicit(x, padding_mask, cache)
@@ -234,7 +241,9 @@ class MultiHeadAttention(nn.Module):
     # --8<-- [start:forward_explicit]
     def _forward_explicit(self, x, padding_mask=None, cache=None):
         b, num_tokens, d_in = x.shape  # (B, T, d_in)
-        split = (b, num_tokens, self.num_heads, self.head_dim)
+        # -1: the heads this process holds, all of them unless tensor parallelism
+        # split the projections over processes.
+        split = (b, num_tokens, -1, self.head_dim)
 
         keys = self.W_key(x)  # (B, T, d_out)
         queries = self.W_query(x)  # (B, T, d_out)
@@ -268,7 +277,7 @@ class MultiHeadAttention(nn.Module):
         context_vec = attn_weights @ values  # (B, H, T, d_h)
         context_vec = context_vec.transpose(1, 2)  # (B, T, H, d_h)
         # Merge the heads back: (B, T, H, d_h) -> (B, T, d_out)
-        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
+        context_vec = context_vec.contiguous().view(b, num_tokens, -1)
         context_vec = self.out_proj(context_vec)  # (B, T, d_out)
         return context_vec
     # --8<-- [end:forward_explicit]
@@ -276,7 +285,7 @@ class MultiHeadAttention(nn.Module):
     def _forward_fast(self, x, padding_mask=None, cache=None):
         # --8<-- [start:forward_fast]
         b, num_tokens, d_in = x.shape  # (B, T, d_in)
-        split = (b, num_tokens, self.num_heads, self.head_dim)
+        split = (b, num_tokens, -1, self.head_dim)  # -1: the heads held here
         # (B, T, d_out) -> (B, T, H, d_h) -> (B, H, T, d_h)
         queries = self.W_query(x).view(split).transpose(1, 2)
         keys = self.W_key(x).view(split).transpose(1, 2)
@@ -291,7 +300,7 @@ class MultiHeadAttention(nn.Module):
             queries, keys, values, mask_bool, causal=self.causal, dropout_p=dropout_p
         )  # (B, H, T, d_h)
         context_vec = context_vec.transpose(1, 2)  # (B, T, H, d_h)
-        context_vec = context_vec.reshape(b, num_tokens, self.d_out)  # (B, T, d_out)
+        context_vec = context_vec.reshape(b, num_tokens, -1)  # (B, T, d_out)
         return self.out_proj(context_vec)  # (B, T, d_out)
         # --8<-- [end:forward_fast]
 

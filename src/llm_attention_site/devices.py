@@ -1,0 +1,275 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
+"""Attention split across processes, run for the page "Attention across devices" and
+its tests: the heads (tensor parallelism), the parameters (FSDP2) and the sequence
+(ring attention), each compared with one process doing all the work.
+
+``run_all(world=2)`` starts ``world`` CPU processes once (gloo, a rendezvous through a
+file, so no port can be taken by another program between choosing and binding), runs
+every check in them and returns what they measured, a dict of plain numbers and
+strings. Each check builds its modules from a fixed seed in every process, so each
+process can compare its part with the whole computed locally. Not a model module: it
+runs the package's modules under PyTorch's own distributed engines.
+"""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+TP_PLAN_NAMES = ("W_query", "W_key", "W_value", "out_proj")
+
+
+def _tp_plan():
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    # Each process computes its own heads' queries, keys and values (a slice of the
+    # rows of each projection) and its share of the output projection's sum.
+    return {
+        "W_query": ColwiseParallel(), "W_key": ColwiseParallel(),
+        "W_value": ColwiseParallel(), "out_proj": RowwiseParallel(),
+    }
+
+
+def _attention_modules(fast_path: bool):
+    from llm_attention.grouped_query import GroupedQueryAttention
+    from llm_attention.modern import ModernAttention
+    from llm_attention.multihead import MultiHeadAttention
+
+    torch.manual_seed(0)
+    return {
+        "MultiHeadAttention (4 heads)": MultiHeadAttention(
+            32, 32, 16, 0.0, 4, fast_path=fast_path),
+        "GroupedQueryAttention (4 heads, 2 kv)": GroupedQueryAttention(
+            32, 32, 16, 0.0, 4, 2, fast_path=fast_path),
+        "ModernAttention (4 heads, 2 kv, window 6)": ModernAttention(
+            32, 32, 16, 0.0, 4, 2, window=6, qk_norm=True, output_gate=True,
+            fast_path=fast_path),
+    }
+
+
+def _make_cache(module, batch: int):
+    """A cache for the key/value heads this process computes."""
+    from llm_attention.kv_cache import KVCache
+
+    if hasattr(module, "make_cache"):
+        return module.make_cache(batch)
+    weight = module.W_key.weight
+    rows = (weight.to_local() if hasattr(weight, "to_local") else weight).shape[0]
+    return KVCache(batch, rows // module.head_dim, module.head_dim, 16)
+
+
+def _decode(module, x, prefill: int) -> torch.Tensor:
+    """Outputs of a prefill of ``prefill`` tokens, then one token at a time."""
+    cache = _make_cache(module, x.shape[0])
+    outputs = [module(x[:, :prefill], cache=cache)]
+    for t in range(prefill, x.shape[1]):
+        outputs.append(module(x[:, t : t + 1], cache=cache))
+    return torch.cat(outputs, dim=1)  # (B, T, d_out)
+
+
+def _largest(t) -> float:
+    return t.abs().max().item()
+
+
+def _full(t):
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def _tensor_parallel(mesh) -> dict:
+    """Each module's heads split over the processes: outputs, gradients and cached
+    decoding against the module whole, in this process."""
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    found = {}
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 9, 32, generator=gen)
+    target = torch.randn(2, 9, 32, generator=gen)
+    for fast_path in (False, True):
+        for name, whole in _attention_modules(fast_path).items():
+            split = parallelize_module(copy.deepcopy(whole), mesh, _tp_plan())
+            x_whole, x_split = x.clone().requires_grad_(), x.clone().requires_grad_()
+            out_whole, out_split = whole(x_whole), split(x_split)
+            (out_whole * target).sum().backward()
+            (out_split * target).sum().backward()
+            # Kept whole in every process (the QK-norm weights), each saw its own
+            # heads only: a training step sums their gradients.
+            for param in split.parameters():
+                if not hasattr(param.grad, "full_tensor"):
+                    dist.all_reduce(param.grad)
+            grads = [(_full(p.grad) - q.grad).abs().max().item() for p, q in zip(
+                split.parameters(), whole.parameters())]
+            scale = max(q.grad.abs().max().item() for q in whole.parameters())
+            with torch.no_grad():
+                decoded = _decode(split, x, 5) - _decode(whole, x, 5)
+            heads = split.W_query.weight.to_local().shape[0] // whole.head_dim
+            key = f"{name}, {'fast' if fast_path else 'explicit'}"
+            found[key] = {
+                "output": (out_split - out_whole).abs().max().item(),
+                "gradients": max(grads + [_largest(x_split.grad - x_whole.grad)]),
+                "cached decoding": decoded.abs().max().item(),
+                "largest gradient": scale,
+                "query rows here": split.W_query.weight.to_local().shape[0],
+                "heads here": heads // (2 if "Modern" in name else 1),
+            }
+    return found
+
+
+def _uneven_heads_error(mesh) -> str:
+    """A key/value head cannot be cut in two: the module says so."""
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    from llm_attention.grouped_query import GroupedQueryAttention
+
+    torch.manual_seed(0)
+    one_kv_head = GroupedQueryAttention(32, 32, 16, 0.0, 4, 1)
+    module = parallelize_module(one_kv_head, mesh, _tp_plan())
+    try:
+        module(torch.randn(1, 3, 32))
+    except ValueError as error:
+        return str(error)
+    return ""
+
+
+def _gpt():
+    from llm_attention.gpt import GPTModel
+
+    torch.manual_seed(0)
+    return GPTModel(vocab_size=40, context_length=16, emb_dim=32, num_heads=4,
+                    num_layers=2)
+
+
+def _train(model, tokens, steps: int) -> list[float]:
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.5)
+    losses = []
+    for _ in range(steps):
+        optimiser.zero_grad()
+        logits = model(tokens[:, :-1])  # (B, T, V)
+        targets = tokens[:, 1:].flatten()  # (B T,)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets)
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _fsdp(rank: int, world: int, folder: pathlib.Path) -> dict:
+    """The tiny GPT trained with its parameters sharded (FSDP2), each process on its
+    share of the batch, against one process on the whole batch; then saved sharded."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+    from torch.distributed.fsdp import fully_shard
+
+    steps = 4
+    tokens = torch.randint(0, 40, (4, 13), generator=torch.Generator().manual_seed(2))
+    whole = _gpt()
+    whole_losses = _train(whole, tokens, steps)
+    sharded = _gpt()
+    for block in sharded.trf_blocks:
+        fully_shard(block)
+    fully_shard(sharded)
+    held = sum(p.to_local().numel() for p in sharded.parameters())
+    part = tokens.shape[0] // world
+    mine = _train(sharded, tokens[rank * part : (rank + 1) * part], steps)
+    together = torch.tensor(mine)
+    dist.all_reduce(together)  # the mean of equal halves' mean losses is the whole's
+    params = max((_full(p) - q).abs().max().item() for p, q in zip(
+        sharded.parameters(), whole.parameters()))
+    dcp.save(get_model_state_dict(sharded), checkpoint_id=str(folder / "checkpoint"))
+    return {
+        "losses, one process": whole_losses,
+        "losses, sharded": (together / world).tolist(),
+        "largest loss difference": max(abs(a - b) for a, b in zip(
+            whole_losses, (together / world).tolist())),
+        "largest parameter difference": params,
+        "parameters": sum(p.numel() for p in whole.parameters()),
+        "parameters held here": held,
+    }
+
+
+def _ring(rank: int, world: int) -> dict:
+    """Causal attention with the sequence split: both ways of splitting, forward and
+    backward, against full attention over the whole sequence."""
+    from llm_attention.ring_attention import (
+        balanced_positions,
+        contiguous_positions,
+        ring_attention,
+    )
+
+    b, h, t, d = 2, 2, 16, 8
+    gen = torch.Generator().manual_seed(3)
+    q, k, v, target = (torch.randn(b, h, t, d, generator=gen) for _ in range(4))
+    whole = [z.clone().requires_grad_() for z in (q, k, v)]
+    out = torch.nn.functional.scaled_dot_product_attention(*whole, is_causal=True)
+    (out * target).sum().backward()
+    found = {}
+    splits = (("balanced", balanced_positions), ("contiguous", contiguous_positions))
+    for name, split in splits:
+        here = split(t, rank, world)
+        mine = [z[:, :, here].clone().requires_grad_() for z in (q, k, v)]
+        ring_out = ring_attention(*mine, here)
+        (ring_out * target[:, :, here]).sum().backward()
+        found[name] = {
+            "positions here": here.tolist(),
+            "output": (ring_out - out[:, :, here]).abs().max().item(),
+            "gradients": max((m.grad - w.grad[:, :, here]).abs().max().item()
+                             for m, w in zip(mine, whole)),
+        }
+    return found
+
+
+def _worker(rank: int, world: int, folder: str) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    folder = pathlib.Path(folder)
+    dist.init_process_group("gloo", init_method=f"file://{folder / 'rendezvous'}",
+                            rank=rank, world_size=world)
+    try:
+        torch.set_num_threads(1)
+        mesh = init_device_mesh("cpu", (world,))
+        found = {
+            "tensor parallel": _tensor_parallel(mesh),
+            "uneven heads": _uneven_heads_error(mesh),
+            "fsdp": _fsdp(rank, world, folder),
+            "ring": _ring(rank, world),
+        }
+        everyone = [None] * world
+        dist.all_gather_object(everyone, found)
+        if rank == 0:
+            torch.save(everyone, folder / "found.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def _reload_unsharded(folder: pathlib.Path) -> float:
+    """Load the sharded checkpoint into a whole tiny GPT in this one process; return the
+    largest difference from the model trained in one process."""
+    import torch.distributed.checkpoint as dcp
+
+    whole = _gpt()
+    tokens = torch.randint(0, 40, (4, 13), generator=torch.Generator().manual_seed(2))
+    _train(whole, tokens, 4)
+    reloaded = _gpt()
+    state = reloaded.state_dict()
+    dcp.load(state, checkpoint_id=str(folder / "checkpoint"), no_dist=True)
+    reloaded.load_state_dict(state)
+    return max((a - b).abs().max().item() for a, b in zip(
+        reloaded.state_dict().values(), whole.state_dict().values()))
+
+
+def run_all(world: int = 2) -> dict:
+    """Start ``world`` processes once, run every check, return what each measured:
+    ``{"processes": [per process dict, ...], "reloaded": float}``."""
+    if isinstance(world, bool) or not isinstance(world, int) or world < 2:
+        raise ValueError(f"world must be an int of 2 or more processes, got {world!r}")
+    with tempfile.TemporaryDirectory() as folder:
+        mp.start_processes(  # spawn, not fork: a forked OpenMP runtime can hang
+            _worker, args=(world, folder), nprocs=world, start_method="spawn")
+        found = torch.load(pathlib.Path(folder) / "found.pt", weights_only=False)
+        reloaded = _reload_unsharded(pathlib.Path(folder))
+    return {"processes": found, "reloaded": reloaded}

@@ -1,0 +1,79 @@
+"""Attention split across 2 CPU processes (gloo) equals one process doing all the work.
+
+The processes start once per test session (``llm_attention_site.devices.run_all``, a
+rendezvous through a file) and run every check; the tests read what they measured:
+- tensor parallelism (``parallelize_module``, query/key/value projections split by
+  rows, the output projection by columns): each process computes its own heads, with
+  its own KV cache; outputs, gradients and cached decoding equal the whole module;
+- FSDP2 (``fully_shard``): the tiny GPT trained with its parameters sharded, each
+  process on half the batch, follows one process on the whole batch, and its sharded
+  checkpoint reloads into an unsharded model;
+- ring attention: the sequence split two ways, forward and backward equal to full
+  causal attention.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch.distributed as dist
+
+from llm_attention.ring_attention import balanced_positions, causal_pairs, contiguous_positions
+
+pytestmark = [
+    pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built"),
+    pytest.mark.xdist_group("across devices"),  # one worker starts the processes once
+]
+WORLD = 2
+
+
+@pytest.fixture(scope="module")
+def found():
+    from llm_attention_site.devices import run_all
+
+    return run_all(WORLD)
+
+
+def test_tensor_parallel_heads_equal_the_whole_module(found):
+    for process in found["processes"]:
+        checks = process["tensor parallel"]
+        assert len(checks) == 6  # three modules, two paths
+        for name, check in checks.items():
+            assert check["output"] <= 1e-6, (name, check)
+            assert check["cached decoding"] <= 1e-6, (name, check)
+            # float32 sums in another order: within a millionth of the largest gradient
+            assert check["gradients"] <= 1e-6 * max(1.0, check["largest gradient"]), (name, check)
+            assert check["heads here"] == 4 // WORLD, (name, check)
+
+
+def test_a_key_value_head_is_not_cut_in_two(found):
+    message = found["processes"][0]["uneven heads"]
+    assert "num_kv_heads=1" in message and "4 key rows" in message, message
+
+
+def test_fsdp2_training_follows_one_process_and_its_checkpoint_reloads(found):
+    for process in found["processes"]:
+        fsdp = process["fsdp"]
+        assert fsdp["largest loss difference"] <= 1e-6, fsdp
+        assert fsdp["largest parameter difference"] <= 1e-6, fsdp
+        assert fsdp["parameters held here"] == fsdp["parameters"] // WORLD, fsdp
+        losses = fsdp["losses, one process"]
+        assert losses[-1] < losses[0]  # it trained
+    assert found["reloaded"] <= 1e-6
+
+
+def test_ring_attention_equals_full_causal_attention(found):
+    for rank, process in enumerate(found["processes"]):
+        for split, positions in (("balanced", balanced_positions), ("contiguous", contiguous_positions)):
+            ring = process["ring"][split]
+            assert ring["positions here"] == positions(16, rank, WORLD).tolist()
+            assert ring["output"] <= 1e-6 and ring["gradients"] <= 1e-6, (split, ring)
+
+
+def test_the_balanced_split_shares_the_causal_work():
+    balanced = causal_pairs([balanced_positions(16, r, 4) for r in range(4)])
+    contiguous = causal_pairs([contiguous_positions(16, r, 4) for r in range(4)])
+    assert sum(balanced) == sum(contiguous) == 16 * 17 // 2  # every allowed pair, once
+    assert balanced == [34] * 4  # chunks i and 7 - i: (2i + 1) + (2i + 2) + ... = 34
+    assert contiguous == [10, 26, 42, 58]  # the last slice scores 5.8 x the first's
+    with pytest.raises(ValueError, match="num_tokens must split into 8 equal chunks for 4 processes, got 12"):
+        balanced_positions(12, 0, 4)
