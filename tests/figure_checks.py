@@ -253,6 +253,13 @@ def check_decode_explorer(page, figure) -> None:
     figure.locator(".explorer-steps input").focus()
     page.keyboard.press("Home")
     assert f"Step 1 of {len(steps)}" in figure.locator(".decode-status").text_content(), "Home on the slider"
+    row = steps[2][0]  # pointing at a row goes to the step that computed it
+    figure.locator("tbody tr").nth(row).locator("td").first.hover(force=True)
+    assert figure.evaluate(_DECODE)["selected"] == row, f"pointing at row {row}"
+    page.mouse.move(0, 0)
+    figure.locator("table").focus()
+    page.keyboard.press("ArrowDown")
+    assert figure.evaluate(_DECODE)["selected"] == steps[3][0], "ArrowDown on the grid: the next step"
 
 
 # Every temperature of the slider, as its input event sets it, for the top-k switch pressed.

@@ -271,13 +271,14 @@ def decode_explorer(
     return (
         f'<figure class="explorer decode-explorer{kind}" '
         f'data-light-ink-from="{LIGHT_INK_FROM}" data-decode="{payload}">'
-        f'<p class="decode-status">{_status(tokens, len(steps), len(steps), final)}</p>'
         '<div class="explorer-grid"><table class="explorer-table decode-table">'
         f"<thead><tr>{_corner()}{head}</tr></thead><tbody>{''.join(body)}</tbody>"
         f'<tfoot><tr><th scope="row">cache</th>{"".join(cache)}</tr></tfoot>'
         "</table></div>"
         '<p class="decode-legend">cache row: \u2022 held, + added at this step, '
         "\u00d7 dropped</p>"
+        # Under the grid, so that its changing length never moves the grid under a pointer.
+        f'<p class="decode-status">{_status(tokens, len(steps), len(steps), final)}</p>'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
     )
 

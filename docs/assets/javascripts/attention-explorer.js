@@ -243,7 +243,7 @@
     var status = figure.querySelector(".decode-status");
     var readout = el("div", "explorer-readout");
     readout.setAttribute("aria-live", "polite");
-    figure.querySelector(".explorer-grid").insertAdjacentElement("afterend", readout);
+    status.insertAdjacentElement("afterend", readout);  // below the grid: nothing above it moves
     var steps = data.steps;
     var n = steps.length;
     var T = data.tokens.length;
@@ -285,7 +285,15 @@
       chips(readout, "Query " + quoted(data.tokens[last]) + " at position " + last + " reads:",
             labels, values, lightFrom);
     }
-    stepControls(figure, n, function (k) { return "Step " + (k + 1) + " of " + n; }, render, 0, true);
+    var current = 0;
+    var set = stepControls(figure, n, function (k) { return "Step " + (k + 1) + " of " + n; },
+                           function (k) { current = k; render(k); }, 0, true);
+    // Pointing at a row (or the arrow keys on the grid) goes to the step that computed it.
+    rowChooser(table, T, "Decoding", function (i) {
+      var k = 0;
+      while (k < n - 1 && steps[k][0] < i) k++;
+      if (k !== current) set(k);
+    }, function () { return steps[current][0]; });
   }
 
   function setupTemperature(figure) {
