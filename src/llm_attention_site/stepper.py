@@ -277,7 +277,7 @@ def decode_explorer(
         "</table></div>"
         '<p class="decode-legend">cache row: \u2022 held, + added at this step, '
         "\u00d7 dropped</p>"
-        # Under the grid, so that its changing length never moves the grid under a pointer.
+        # Under the grid: its changing length never moves the grid under a pointer.
         f'<p class="decode-status">{_status(tokens, len(steps), len(steps), final)}</p>'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
     )
