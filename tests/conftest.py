@@ -180,3 +180,12 @@ def browser():
             pytest.skip(f"Chromium at {CHROMIUM} did not start under playwright: {error}")
         yield instance
         instance.close()
+
+
+@pytest.fixture(scope="session")
+def across_devices():
+    """Two CPU processes started once for every multi-process test (tests marked with
+    the xdist group "across devices" share one worker, so they share this run)."""
+    from llm_attention_site.devices import run_all
+
+    return run_all(2)

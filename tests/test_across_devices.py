@@ -26,11 +26,9 @@ pytestmark = [
 WORLD = 2
 
 
-@pytest.fixture(scope="module")
-def found():
-    from llm_attention_site.devices import run_all
-
-    return run_all(WORLD)
+@pytest.fixture
+def found(across_devices):
+    return across_devices
 
 
 def test_tensor_parallel_heads_equal_the_whole_module(found):

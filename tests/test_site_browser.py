@@ -52,7 +52,9 @@ def page_paths(site_dir: pathlib.Path) -> list[str]:
 # HTML, theme, styles, fonts, search index, the figures in the first screen). Notebook pages carry
 # their own stylesheet and their outputs' images inline, and get a larger budget.
 PAGE_BUDGET = 1_000_000
-NOTEBOOK_BUDGET = 1_450_000  # the largest, trainable_self_attention, transfers 1.40 MB
+# The largest, trainable_self_attention, transfers 1.46 MB: its 764 KB page (JupyterLab's
+# styles inline, outputs' images), the theme, and the explorers' script and styles (24 KB).
+NOTEBOOK_BUDGET = 1_500_000
 
 
 def visit(browser, url: str):
@@ -287,7 +289,9 @@ def test_api_page_weight_and_math(built_site, path):
     biggest = sorted(sizes.items(), key=lambda item: -item[1])[:3]
     assert total <= PAGE_BUDGET, f"a first visit loads {total:,} bytes, over {PAGE_BUDGET:,}: {biggest}"
     html = (built_site.site_dir / path / "index.html").read_text(encoding="utf8")
-    math, typeset = html.count('class="arithmatex"'), len(re.findall(r'class="arithmatex"><span class="katex', html))
+    # Formulas are elements; a listing may hold the same words as text (stepper.py writes them).
+    math = len(re.findall(r'<(?:span|div) class="arithmatex">', html))
+    typeset = len(re.findall(r'<(?:span|div) class="arithmatex"><span class="katex', html))
     assert math == typeset and "katex-error" not in html, f"{math - typeset} formulas not typeset"
     prose = re.sub(r"<[^>]+>", " ", _SKIPPED.sub(" ", html))
     assert not _RAW_TEX.search(prose), f"raw TeX: {_RAW_TEX.search(prose).group(0)!r}"

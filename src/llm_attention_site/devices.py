@@ -2,7 +2,8 @@
 # Copyright (c) 2026 The llm-attention authors
 """Attention split across processes, run for the page "Attention across devices" and
 its tests: the heads (tensor parallelism), the parameters (FSDP2) and the sequence
-(ring attention), each compared with one process doing all the work.
+(ring attention), each compared with one process doing all the work; and the batch
+(DistributedDataParallel), for ModernAttention's test.
 
 ``run_all(world=2)`` starts ``world`` CPU processes once (gloo, a rendezvous through a
 file, so no port can be taken by another program between choosing and binding), runs
@@ -22,7 +23,12 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-TP_PLAN_NAMES = ("W_query", "W_key", "W_value", "out_proj")
+# Every family option the explicit path has, for the DistributedDataParallel check.
+DDP_OPTIONS = dict(
+    window=3, qk_norm=True, norm_unit_offset=True, output_gate=True,
+    partial_rotary_factor=0.5, scale=0.3, qkv_bias=True, softcap=2.0, sinks=True,
+    rope_scaling=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=4),
+)
 
 
 def _tp_plan():
@@ -223,6 +229,40 @@ def _ring(rank: int, world: int) -> dict:
     return found
 
 
+def _ddp(rank: int, world: int) -> dict:
+    """ModernAttention with every family option the explicit path has, trained under
+    DistributedDataParallel, each process on its share of the batch, against one
+    process on the whole batch (DDP averages the shares' gradients)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from llm_attention.modern import ModernAttention
+
+    def build():
+        torch.manual_seed(0)
+        return ModernAttention(16, 16, 8, 0.0, 4, 2, **DDP_OPTIONS)
+
+    def train(module, x, target):
+        optimiser = torch.optim.SGD(module.parameters(), lr=0.1)
+        for _ in range(3):
+            optimiser.zero_grad()
+            ((module(x) - target) ** 2).mean().backward()
+            optimiser.step()
+
+    gen = torch.Generator().manual_seed(1)
+    x, target = torch.randn(4, 8, 16, generator=gen), torch.randn(4, 8, 16, generator=gen)
+    part = slice(rank * 4 // world, (rank + 1) * 4 // world)
+    ddp, single, untrained = DistributedDataParallel(build()), build(), build()
+    train(ddp, x[part], target[part])
+    train(single, x, target)
+    trained = ddp.module.state_dict()
+    return {
+        "largest parameter difference": max(
+            _largest(trained[k] - v) for k, v in single.state_dict().items()),
+        "every weight trained": all(
+            not torch.equal(trained[k], v) for k, v in untrained.state_dict().items()),
+    }
+
+
 def _worker(rank: int, world: int, folder: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -237,6 +277,7 @@ def _worker(rank: int, world: int, folder: str) -> None:
             "uneven heads": _uneven_heads_error(mesh),
             "fsdp": _fsdp(rank, world, folder),
             "ring": _ring(rank, world),
+            "ddp": _ddp(rank, world),
         }
         everyone = [None] * world
         dist.all_gather_object(everyone, found)
