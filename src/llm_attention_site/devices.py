@@ -249,7 +249,7 @@ def _ddp(rank: int, world: int) -> dict:
             optimiser.step()
 
     gen = torch.Generator().manual_seed(1)
-    x, target = torch.randn(4, 8, 16, generator=gen), torch.randn(4, 8, 16, generator=gen)
+    x, target = (torch.randn(4, 8, 16, generator=gen) for _ in range(2))  # (B, T, d)
     part = slice(rank * 4 // world, (rank + 1) * 4 // world)
     ddp, single, untrained = DistributedDataParallel(build()), build(), build()
     train(ddp, x[part], target[part])
