@@ -1,7 +1,8 @@
 """Attention split across 2 CPU processes (gloo) equals one process doing all the work.
 
-The processes start once per test session (``llm_attention_site.devices.run_all``, a
-rendezvous through a file) and run every check; the tests read what they measured:
+The processes start once (``llm_attention_site.devices.run_all``, a rendezvous through a
+file; the page, the tests and the site build of one run share the result through
+``$LLM_ATTENTION_RUN_CACHE``) and run every check; the tests read what they measured:
 - tensor parallelism (``parallelize_module``, query/key/value projections split by
   rows, the output projection by columns): each process computes its own heads, with
   its own KV cache; outputs, gradients and cached decoding equal the whole module;
@@ -13,6 +14,8 @@ rendezvous through a file) and run every check; the tests read what they measure
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch.distributed as dist
@@ -75,3 +78,28 @@ def test_the_balanced_split_shares_the_causal_work():
     assert contiguous == [10, 26, 42, 58]  # the last slice scores 5.8 x the first's
     with pytest.raises(ValueError, match="num_tokens must split into 8 equal chunks for 4 processes, got 12"):
         balanced_positions(12, 0, 4)
+
+
+def test_one_run_is_shared_through_the_run_cache_and_code_changes_start_another(
+        monkeypatch, tmp_path):
+    from llm_attention_site import devices
+
+    runs = []
+    monkeypatch.setattr(devices, "_run", lambda world: runs.append(world) or {"run": len(runs)})
+    monkeypatch.setenv(devices.CACHE_ENV, str(tmp_path))
+    assert devices.run_all(WORLD) == devices.run_all(WORLD) == {"run": 1}
+    assert runs == [WORLD]
+    monkeypatch.setattr(devices, "_cache_key", lambda world: "other code")
+    assert devices.run_all(WORLD) == {"run": 2}
+    monkeypatch.setenv(devices.CACHE_ENV, "")  # no folder: every call runs
+    assert devices.run_all(WORLD) == {"run": 3}
+    assert devices.run_all(WORLD) == {"run": 4}
+
+
+def test_world_must_be_two_processes_or_more():
+    from llm_attention_site import devices
+
+    for world in (1, True, 2.0):
+        expected = f"world must be an int of 2 or more processes, got {world!r}"
+        with pytest.raises(ValueError, match=re.escape(expected)):
+            devices.run_all(world)

@@ -16,12 +16,17 @@ runs the package's modules under PyTorch's own distributed engines.
 from __future__ import annotations
 
 import copy
+import gc
+import hashlib
+import os
 import pathlib
 import tempfile
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+CACHE_ENV = "LLM_ATTENTION_RUN_CACHE"  # llm_attention.induction keeps its run there too
 
 # Every family option the explicit path has, for the DistributedDataParallel check.
 DDP_OPTIONS = dict(
@@ -284,6 +289,9 @@ def _worker(rank: int, world: int, folder: str) -> None:
         if rank == 0:
             torch.save(everyone, folder / "found.pt")
     finally:
+        # Free the finished collectives' work (and the tensors they hold) while the
+        # interpreter is whole: freed during its shutdown, they can abort the process.
+        gc.collect()
         dist.destroy_process_group()
 
 
@@ -305,9 +313,42 @@ def _reload_unsharded(folder: pathlib.Path) -> float:
 
 def run_all(world: int = 2) -> dict:
     """Start ``world`` processes once, run every check, return what each measured:
-    ``{"processes": [per process dict, ...], "reloaded": float}``."""
+    ``{"processes": [per process dict, ...], "reloaded": float}``.
+
+    With ``$LLM_ATTENTION_RUN_CACHE`` set (the site build and the tests set it), the
+    result is also kept in that folder, keyed by ``world``, the torch version and the
+    source of both packages: the page, the tests and the build of one run share one
+    start of the processes, and any change to the code runs them again."""
     if isinstance(world, bool) or not isinstance(world, int) or world < 2:
         raise ValueError(f"world must be an int of 2 or more processes, got {world!r}")
+    folder = os.environ.get(CACHE_ENV)
+    if not folder:
+        return _run(world)
+    import fcntl  # Unix only: imported here so that the module loads everywhere
+
+    path = pathlib.Path(folder) / f"devices-{_cache_key(world)}.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process runs the checks, the others wait
+        if not path.exists():
+            partial = path.with_suffix(".part")
+            torch.save(_run(world), partial)
+            os.replace(partial, path)
+        return torch.load(path, weights_only=False)
+
+
+def _cache_key(world: int) -> str:
+    import llm_attention
+
+    digest = hashlib.sha256(f"{world} {torch.__version__}".encode())
+    here = pathlib.Path(__file__).parent
+    for package in (pathlib.Path(llm_attention.__file__).parent, here):
+        for source in sorted(package.glob("*.py")):
+            digest.update(source.name.encode() + source.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def _run(world: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         mp.start_processes(  # spawn, not fork: a forked OpenMP runtime can hang
             _worker, args=(world, folder), nprocs=world, start_method="spawn")
