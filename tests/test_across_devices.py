@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from llm_attention.ring_attention import balanced_positions, causal_pairs, contiguous_positions
@@ -37,7 +38,11 @@ def found(across_devices):
 def test_tensor_parallel_heads_equal_the_whole_module(found):
     for process in found["processes"]:
         checks = process["tensor parallel"]
-        assert len(checks) == 6  # three modules, two paths
+        # four modules (latent attention plain and absorbed) on two paths, and
+        # ModernAttention with sinks and a soft cap on the explicit path alone
+        assert len(checks) == 11, sorted(checks)
+        assert any("sinks" in name for name in checks), sorted(checks)
+        assert sum("Latent" in name for name in checks) == 4, sorted(checks)
         for name, check in checks.items():
             assert check["output"] <= 1e-6, (name, check)
             assert check["cached decoding"] <= 1e-6, (name, check)
@@ -49,6 +54,28 @@ def test_tensor_parallel_heads_equal_the_whole_module(found):
 def test_a_key_value_head_is_not_cut_in_two(found):
     message = found["processes"][0]["uneven heads"]
     assert "num_kv_heads=1" in message and "4 key rows" in message, message
+
+
+def test_latent_heads_here_are_all_in_one_process_and_must_come_whole():
+    from torch import nn
+
+    from llm_attention.latent import LatentAttention
+
+    module = LatentAttention(32, 32, 16, 0.0, 4, kv_lora_rank=8, qk_nope_head_dim=8,
+                             qk_rope_head_dim=4, v_head_dim=8)
+    assert module.heads_here() == 4
+    module.W_kv_up = nn.Linear(8, 3 * 16, bias=False)  # as if it held 3 heads, the query 4
+    expected = ("this process holds 48 query rows and 48 rows of W_kv_up: expected whole "
+                "heads (12 query rows and 16 W_kv_up rows each), the same heads in both")
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        module(torch.randn(1, 3, 32))
+
+
+def test_held_heads_are_all_of_them_in_one_process():
+    from llm_attention.checks import held_heads
+
+    sinks = torch.arange(4.0)
+    assert held_heads(sinks, torch.nn.Linear(2, 8), 4) is sinks
 
 
 def test_fsdp2_training_follows_one_process_and_its_checkpoint_reloads(found):

@@ -149,6 +149,20 @@ def rows_here(linear: torch.nn.Module) -> int:
     return (weight.to_local() if hasattr(weight, "to_local") else weight).shape[0]
 
 
+def held_heads(
+    per_head: torch.Tensor, linear: torch.nn.Module, count: int
+) -> torch.Tensor:
+    """The entries of ``per_head`` ``(H, ...)``, one per head, for the ``count`` heads
+    this process computes: all of them in one process; under tensor parallelism, where
+    ``linear``'s rows were split by ``ColwiseParallel`` (process ``r`` holds the
+    ``r``-th block of heads), this process's block. ``per_head`` is kept whole in every
+    process, so each process's gradient covers its block: sum them across processes."""
+    if per_head.shape[0] == count:
+        return per_head  # (count, ...)
+    place = linear.weight.device_mesh.get_local_rank()  # this process's block
+    return per_head[place * count : (place + 1) * count]  # (count, ...)
+
+
 def heads_here(
     num_heads: int, num_kv_heads: int, query_rows: int, key_rows: int, head_dim: int,
     query_width: int | None = None,

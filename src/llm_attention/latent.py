@@ -49,7 +49,7 @@ import torch
 from torch import nn
 
 from .attention_variants import variant_attention_explicit
-from .checks import check_dropout, check_flag, check_inputs, check_size
+from .checks import check_dropout, check_flag, check_inputs, check_size, rows_here
 from .grouped_query import attention_mask, grouped_attention_fast
 from .hf_config import latent_attention_options, rename_weights
 from .rope import RotaryEmbedding
@@ -223,6 +223,23 @@ class LatentCache:
 # --8<-- [end:cache]
 
 
+class _SumGradientAcrossProcesses(torch.autograd.Function):
+    """The identity going forward; going back, the gradient summed over the processes of
+    ``group``. Under tensor parallelism each process's heads give a share of the
+    gradient of what all of them read (the latent, computed whole in each)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
+        ctx.group = group
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad = grad.clone()
+        torch.distributed.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
 def deinterleave(x: torch.Tensor) -> torch.Tensor:
     """``(x0, x1, x2, x3, ...) -> (x0, x2, ..., x1, x3, ...)``: DeepSeek's rotary pairs
     are neighbours ``(2i, 2i + 1)``; gathered into halves, ``rope.py`` turns them.
@@ -382,10 +399,17 @@ class LatentAttention(nn.Module):
     def up_projections(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``W_uk`` ``(H, d_n, d_c)`` and ``W_uv`` ``(H, d_v, d_c)``: views of
         ``W_kv_up``'s weight, one slice per head."""
-        weight = self.W_kv_up.weight.view(
-            self.num_heads, self.qk_nope_head_dim + self.v_head_dim, self.kv_lora_rank
+        weight = self.up_weight().view(
+            -1, self.qk_nope_head_dim + self.v_head_dim, self.kv_lora_rank
         )  # (H, d_n + d_v, d_c)
         return weight.split([self.qk_nope_head_dim, self.v_head_dim], dim=1)
+
+    def up_weight(self) -> torch.Tensor:
+        """``W_kv_up``'s weight ``(H (d_n + d_v), d_c)``: the rows of this process's
+        heads when tensor parallelism split it. Used as a plain tensor in both paths, so
+        that the gradient of the latent is summed across processes in one place."""
+        weight = self.W_kv_up.weight
+        return weight.to_local() if hasattr(weight, "to_local") else weight
 
     def turn(self, x: torch.Tensor, start: int) -> torch.Tensor:
         """Rotary positions on ``x`` ``(B, H or 1, T, d_r)`` at ``start..``."""
@@ -418,11 +442,16 @@ class LatentAttention(nn.Module):
             queries = self.W_query(x)  # (B, T, H (d_n + d_r))
         else:
             queries = self.W_query_up(self.query_norm(self.W_query_down(x)))
-        queries = queries.view(b, num_tokens, self.num_heads, -1).transpose(1, 2)
+        heads = self.heads_here()  # all, or this process's share
+        queries = queries.view(b, num_tokens, heads, -1).transpose(1, 2)
         q_nope, q_rope = queries.split([d_n, self.qk_rope_head_dim], dim=-1)
         q_rope = self.turn(q_rope, start)  # (B, H, T, d_r)
 
-        compressed = self.W_kv_down(x)  # (B, T, d_c + d_r)
+        to_latent = x  # W_kv_down is whole in every process, its gradient split
+        split = getattr(self.W_kv_up.weight, "device_mesh", None)  # tensor parallel
+        if split is not None and torch.is_grad_enabled():
+            to_latent = _SumGradientAcrossProcesses.apply(x, split.get_group())
+        compressed = self.W_kv_down(to_latent)  # (B, T, d_c + d_r)
         latent, rope_key = compressed.split([d_c, self.qk_rope_head_dim], dim=-1)
         latent = self.latent_norm(latent)  # (B, T, d_c)
         rope_key = self.turn(rope_key.unsqueeze(1), start).squeeze(1)  # (B, T, d_r)
@@ -450,9 +479,10 @@ class LatentAttention(nn.Module):
         b, num_keys, _ = entries.shape
         d_c, d_n = self.kv_lora_rank, self.qk_nope_head_dim
         latent, rope_key = entries.split([d_c, self.qk_rope_head_dim], dim=-1)
-        kv = self.W_kv_up(latent).view(b, num_keys, self.num_heads, -1)
+        kv = nn.functional.linear(latent, self.up_weight())  # (B, T_k, H (d_n + d_v))
+        kv = kv.view(b, num_keys, q_nope.shape[1], -1)
         k_nope, values = kv.transpose(1, 2).split([d_n, self.v_head_dim], dim=-1)
-        rope_key = rope_key.unsqueeze(1).expand(-1, self.num_heads, -1, -1)
+        rope_key = rope_key.unsqueeze(1).expand(-1, q_nope.shape[1], -1, -1)
         keys = torch.cat((k_nope, rope_key), dim=-1)  # (B, H, T_k, d_n + d_r)
         queries = torch.cat((q_nope, q_rope), dim=-1)  # (B, H, T, d_n + d_r)
         return self.attend(queries, keys, values, mask_bool)  # (B, H, T, d_v)
@@ -494,6 +524,25 @@ class LatentAttention(nn.Module):
             self.dropout.p if self.training else 0.0, causal=num_tokens > 1,
             scale=self.scale,
         )
+
+    def heads_here(self) -> int:
+        """``H`` computed in this process: all the heads or, when tensor parallelism
+        split the query and up-projections by rows (``parallelize_module`` with
+        ``ColwiseParallel``), this process's share. The latent is not split: every
+        process holds all of it, and its whole cache."""
+        query = self.W_query if self.W_query is not None else self.W_query_up
+        query_width = self.qk_nope_head_dim + self.qk_rope_head_dim  # rows per head
+        up_width = self.qk_nope_head_dim + self.v_head_dim
+        query_rows, up_rows = rows_here(query), rows_here(self.W_kv_up)
+        heads = query_rows // query_width
+        if query_rows % query_width or up_rows != heads * up_width or heads == 0:
+            raise ValueError(
+                f"this process holds {query_rows} query rows and {up_rows} rows of "
+                f"W_kv_up: expected whole heads ({query_width} query rows and "
+                f"{up_width} W_kv_up rows each), the same heads in both; the "
+                f"processes must split num_heads={self.num_heads} evenly"
+            )
+        return heads
 
     def make_cache(self, batch_size: int) -> LatentCache:
         """An empty ``LatentCache`` for this layer."""

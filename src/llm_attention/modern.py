@@ -56,6 +56,7 @@ from .checks import (
     check_inputs,
     check_size,
     heads_here,
+    held_heads,
     rows_here,
 )
 from .grouped_query import (
@@ -317,13 +318,20 @@ class ModernAttention(nn.Module):
         else:
             context_vec = variant_attention_explicit(
                 queries, keys, values, mask_bool, self.dropout,
-                scale=self.scale, softcap=self.softcap, sinks=self.sinks,
+                scale=self.scale, softcap=self.softcap, sinks=self.sinks_here(heads),
             )  # (B, H, T, d_h)
         context_vec = context_vec.transpose(1, 2)  # (B, T, H, d_h)
         if gate is not None:  # each head scaled by its own gates, in (0, 1)
             context_vec = context_vec * torch.sigmoid(gate)  # (B, T, H, d_h)
         context_vec = context_vec.reshape(b, num_tokens, -1)  # (B, T, H d_h)
         return self.out_proj(context_vec)  # (B, T, d_out)
+
+    def sinks_here(self, heads: int) -> torch.Tensor | None:
+        """The sink logits ``(H,)`` of the ``heads`` heads computed here
+        (``checks.held_heads``)."""
+        if self.sinks is None:
+            return None
+        return held_heads(self.sinks, self.W_query, heads)
 
     def heads_here(self) -> tuple[int, int]:
         """``(H, H_kv)`` computed in this process: all of them, or its share when

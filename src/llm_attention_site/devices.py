@@ -36,24 +36,29 @@ DDP_OPTIONS = dict(
 )
 
 
-def _tp_plan():
+def tensor_parallel_plan(latent: bool = False) -> dict:
+    """The plan for ``parallelize_module`` that splits an attention layer by heads:
+    each process computes its own heads' queries, keys and values (a block of the rows
+    of each projection, ``ColwiseParallel``) and its share of the output projection's
+    sum (``RowwiseParallel``). ``latent``: LatentAttention's names; its down-projection
+    stays whole, so every process computes the whole latent."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
-    # Each process computes its own heads' queries, keys and values (a slice of the
-    # rows of each projection) and its share of the output projection's sum.
-    return {
-        "W_query": ColwiseParallel(), "W_key": ColwiseParallel(),
-        "W_value": ColwiseParallel(), "out_proj": RowwiseParallel(),
-    }
+    inputs = ("W_query", "W_kv_up") if latent else ("W_query", "W_key", "W_value")
+    plan = {name: ColwiseParallel() for name in inputs}
+    return {**plan, "out_proj": RowwiseParallel()}
 
 
 def _attention_modules(fast_path: bool):
     from llm_attention.grouped_query import GroupedQueryAttention
+    from llm_attention.latent import LatentAttention
     from llm_attention.modern import ModernAttention
     from llm_attention.multihead import MultiHeadAttention
 
     torch.manual_seed(0)
-    return {
+    latent = dict(kv_lora_rank=8, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8,
+                  fast_path=fast_path)
+    modules = {
         "MultiHeadAttention (4 heads)": MultiHeadAttention(
             32, 32, 16, 0.0, 4, fast_path=fast_path),
         "GroupedQueryAttention (4 heads, 2 kv)": GroupedQueryAttention(
@@ -61,7 +66,16 @@ def _attention_modules(fast_path: bool):
         "ModernAttention (4 heads, 2 kv, window 6)": ModernAttention(
             32, 32, 16, 0.0, 4, 2, window=6, qk_norm=True, output_gate=True,
             fast_path=fast_path),
+        "LatentAttention (4 heads)": LatentAttention(32, 32, 16, 0.0, 4, **latent),
+        "LatentAttention (4 heads, absorbed)": LatentAttention(
+            32, 32, 16, 0.0, 4, absorb=True, **latent),
     }
+    if not fast_path:  # the fused kernel has no sinks and no soft cap
+        modules["ModernAttention (2 kv, sinks, soft cap)"] = ModernAttention(
+            32, 32, 16, 0.0, 4, 2, sinks=True, softcap=2.0)
+        with torch.no_grad():  # trained sinks differ from head to head
+            modules["ModernAttention (2 kv, sinks, soft cap)"].sinks.normal_()
+    return modules
 
 
 def _make_cache(module, batch: int):
@@ -103,13 +117,15 @@ def _tensor_parallel(mesh) -> dict:
     target = torch.randn(2, 9, 32, generator=gen)
     for fast_path in (False, True):
         for name, whole in _attention_modules(fast_path).items():
-            split = parallelize_module(copy.deepcopy(whole), mesh, _tp_plan())
+            plan = tensor_parallel_plan(latent="Latent" in name)
+            split = parallelize_module(copy.deepcopy(whole), mesh, plan)
             x_whole, x_split = x.clone().requires_grad_(), x.clone().requires_grad_()
             out_whole, out_split = whole(x_whole), split(x_split)
             (out_whole * target).sum().backward()
             (out_split * target).sum().backward()
-            # Kept whole in every process (the QK-norm weights), each saw its own
-            # heads only: a training step sums their gradients.
+            # Kept whole in every process (QK-norm weights, sinks, the latent's
+            # down-projection and norm), each saw its own heads only: a training
+            # step sums their gradients.
             for param in split.parameters():
                 if not hasattr(param.grad, "full_tensor"):
                     dist.all_reduce(param.grad)
@@ -118,7 +134,8 @@ def _tensor_parallel(mesh) -> dict:
             scale = max(q.grad.abs().max().item() for q in whole.parameters())
             with torch.no_grad():
                 decoded = _decode(split, x, 5) - _decode(whole, x, 5)
-            heads = split.W_query.weight.to_local().shape[0] // whole.head_dim
+            heads = (split.heads_here() if hasattr(split, "heads_here")
+                     else split.W_query.weight.to_local().shape[0] // whole.head_dim)
             key = f"{name}, {'fast' if fast_path else 'explicit'}"
             found[key] = {
                 "output": (out_split - out_whole).abs().max().item(),
@@ -126,7 +143,7 @@ def _tensor_parallel(mesh) -> dict:
                 "cached decoding": decoded.abs().max().item(),
                 "largest gradient": scale,
                 "query rows here": split.W_query.weight.to_local().shape[0],
-                "heads here": heads // (2 if "Modern" in name else 1),
+                "heads here": heads[0] if isinstance(heads, tuple) else heads,
             }
     return found
 
@@ -139,7 +156,7 @@ def _uneven_heads_error(mesh) -> str:
 
     torch.manual_seed(0)
     one_kv_head = GroupedQueryAttention(32, 32, 16, 0.0, 4, 1)
-    module = parallelize_module(one_kv_head, mesh, _tp_plan())
+    module = parallelize_module(one_kv_head, mesh, tensor_parallel_plan())
     try:
         module(torch.randn(1, 3, 32))
     except ValueError as error:
