@@ -109,16 +109,17 @@ def test_the_balanced_split_shares_the_causal_work():
 
 def test_one_run_is_shared_through_the_run_cache_and_code_changes_start_another(
         monkeypatch, tmp_path):
+    from llm_attention import induction
     from llm_attention_site import devices
 
     runs = []
     monkeypatch.setattr(devices, "_run", lambda world: runs.append(world) or {"run": len(runs)})
-    monkeypatch.setenv(devices.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(induction.CACHE_ENV, str(tmp_path))
     assert devices.run_all(WORLD) == devices.run_all(WORLD) == {"run": 1}
     assert runs == [WORLD]
     monkeypatch.setattr(devices, "_cache_key", lambda world: "other code")
     assert devices.run_all(WORLD) == {"run": 2}
-    monkeypatch.setenv(devices.CACHE_ENV, "")  # no folder: every call runs
+    monkeypatch.setenv(induction.CACHE_ENV, "")  # no folder: every call runs
     assert devices.run_all(WORLD) == {"run": 3}
     assert devices.run_all(WORLD) == {"run": 4}
 

@@ -164,27 +164,38 @@ def _cache_key(config: InductionConfig) -> str:
     return digest.hexdigest()[:20]
 
 
-def _train_or_load(config: InductionConfig) -> tuple[dict, list[float], float]:
-    """Train, or load a run kept under ``$LLM_ATTENTION_RUN_CACHE`` by any process."""
+def kept_on_disk(name: str, key: str, compute):
+    """``compute()``, run once for every process that asks with the same ``key``:
+    with ``$LLM_ATTENTION_RUN_CACHE`` set to a folder, the first process runs it and
+    keeps the result there as ``<name>-<key>.pt``; the others wait for it and load it.
+    Without the variable, ``compute()`` runs at every call. The result must be tensors
+    and plain Python values (it is loaded with ``weights_only=True``)."""
     folder = os.environ.get(CACHE_ENV)
     if not folder:
-        start = time.perf_counter()
-        state, losses = train(config)
-        return state, losses, time.perf_counter() - start
+        return compute()
     import fcntl  # Unix only: imported here so that the module loads everywhere
 
-    path = pathlib.Path(folder) / f"induction-{_cache_key(config)}.pt"
+    path = pathlib.Path(folder) / f"{name}-{key}.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one process trains, the others wait and load
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process computes, the others wait
         if not path.exists():
-            start = time.perf_counter()
-            state, losses = train(config)
-            seconds = time.perf_counter() - start
             partial = path.with_suffix(".part")
-            torch.save({"state": state, "losses": losses, "seconds": seconds}, partial)
+            torch.save(compute(), partial)
             os.replace(partial, path)
-        saved = torch.load(path, weights_only=True)
+        return torch.load(path, weights_only=True)
+
+
+def _train_or_load(config: InductionConfig) -> tuple[dict, list[float], float]:
+    """Train, or load a run kept under ``$LLM_ATTENTION_RUN_CACHE`` by any process."""
+
+    def run() -> dict:
+        start = time.perf_counter()
+        state, losses = train(config)
+        seconds = time.perf_counter() - start
+        return {"state": state, "losses": losses, "seconds": seconds}
+
+    saved = kept_on_disk("induction", _cache_key(config), run)
     return saved["state"], saved["losses"], saved["seconds"]
 
 

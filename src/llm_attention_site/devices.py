@@ -18,15 +18,12 @@ from __future__ import annotations
 import copy
 import gc
 import hashlib
-import os
 import pathlib
 import tempfile
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-
-CACHE_ENV = "LLM_ATTENTION_RUN_CACHE"  # llm_attention.induction keeps its run there too
 
 # Every family option the explicit path has, for the DistributedDataParallel check.
 DDP_OPTIONS = dict(
@@ -36,6 +33,7 @@ DDP_OPTIONS = dict(
 )
 
 
+# --8<-- [start:plan]
 def tensor_parallel_plan(latent: bool = False) -> dict:
     """The plan for ``parallelize_module`` that splits an attention layer by heads:
     each process computes its own heads' queries, keys and values (a block of the rows
@@ -47,6 +45,7 @@ def tensor_parallel_plan(latent: bool = False) -> dict:
     inputs = ("W_query", "W_kv_up") if latent else ("W_query", "W_key", "W_value")
     plan = {name: ColwiseParallel() for name in inputs}
     return {**plan, "out_proj": RowwiseParallel()}
+# --8<-- [end:plan]
 
 
 def _attention_modules(fast_path: bool):
@@ -333,25 +332,15 @@ def run_all(world: int = 2) -> dict:
     ``{"processes": [per process dict, ...], "reloaded": float}``.
 
     With ``$LLM_ATTENTION_RUN_CACHE`` set (the site build and the tests set it), the
-    result is also kept in that folder, keyed by ``world``, the torch version and the
-    source of both packages: the page, the tests and the build of one run share one
-    start of the processes, and any change to the code runs them again."""
+    result is also kept in that folder (``llm_attention.induction.kept_on_disk``), keyed
+    by ``world``, the torch version and the source of both packages: the page, the tests
+    and the build of one run share one start of the processes, and any change to the
+    code runs them again."""
+    from llm_attention.induction import kept_on_disk
+
     if isinstance(world, bool) or not isinstance(world, int) or world < 2:
         raise ValueError(f"world must be an int of 2 or more processes, got {world!r}")
-    folder = os.environ.get(CACHE_ENV)
-    if not folder:
-        return _run(world)
-    import fcntl  # Unix only: imported here so that the module loads everywhere
-
-    path = pathlib.Path(folder) / f"devices-{_cache_key(world)}.pt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one process runs the checks, the others wait
-        if not path.exists():
-            partial = path.with_suffix(".part")
-            torch.save(_run(world), partial)
-            os.replace(partial, path)
-        return torch.load(path, weights_only=False)
+    return kept_on_disk("devices", _cache_key(world), lambda: _run(world))
 
 
 def _cache_key(world: int) -> str:
