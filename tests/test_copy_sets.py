@@ -115,6 +115,14 @@ EXAMPLES = {
         layer.absorb = True
         result = (layer(x), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
     """,
+    "hf_layers.py": """
+        config = dict(
+            model_type="gemma2", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=8, max_position_embeddings=16, rope_theta=1e4,
+            sliding_window=4, query_pre_attn_scalar=8, attn_logit_softcapping=50.0)
+        layers = [m.layer_from_hf(config, i) for i in range(2)]
+        result = (torch.tensor([layer.window or 0 for layer in layers]), layers[1](torch.randn(2, 6, 32)))
+    """,
     "ring_attention.py": """
         held = [m.balanced_positions(16, r, 2) for r in range(2)]
         result = (torch.stack(held), torch.tensor(m.causal_pairs(held)),

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
+"""One entry point for any decoder layer of a Hugging Face config: ``layer_from_hf``.
+
+``layer_from_hf(config, layer_idx, state_dict=None)`` reads what kind of layer
+``layer_idx`` is (softmax attention, full or windowed; latent attention; ...) from a
+transformers config object or the dict of a checkpoint's ``config.json``, builds our
+module for it, and, when ``state_dict`` is given (the ``state_dict()`` of that layer's
+transformers attention submodule, ``model.layers[i].self_attn`` or
+``model.layers[i].linear_attn``), loads its weights under our names.
+
+The module it returns runs a causal prefill over positions ``0..T-1`` when called as
+``module(x)`` on ``x`` ``(B, T, hidden_size)``, and returns ``(B, T, hidden_size)``.
+
+===========================  ==========================================
+layer kind                   module
+===========================  ==========================================
+softmax attention            ``ModernAttention`` (``modern.py``)
+latent attention (DeepSeek)  ``LatentAttention`` (``latent.py``)
+===========================  ==========================================
+
+A family or a layer kind that no module here implements is refused by name: never a
+module that silently computes something else.
+
+This module lives apart from ``hf_config.py`` because it imports every layer module:
+``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
+
+Builds on ``hf_config.py``, ``latent.py`` and ``modern.py`` of this package (and what
+they build on), imported relatively: copy them with this file, under any package name
+(its API page offers the set as one download). MIT licence: keep the first two lines of
+each file.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from . import latent, modern
+from .hf_config import FAMILIES, LATENT_FAMILIES, config_dict, layer_type
+
+
+def _modern(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return modern.ModernAttention.from_hf_config(config, layer_idx, **overrides)
+
+
+def _latent(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return latent.LatentAttention.from_hf_config(config, layer_idx, **overrides)
+
+
+# (family, layer kind) -> (builder, renamer of the transformers submodule's weights).
+# A kind of None matches every layer of the family.
+BUILDERS = {
+    **{(family, "full_attention"): (_modern, modern.from_hf_state_dict)
+       for family in FAMILIES},
+    **{(family, "sliding_attention"): (_modern, modern.from_hf_state_dict)
+       for family in FAMILIES},
+    **{(family, None): (_latent, latent.from_hf_state_dict)
+       for family in LATENT_FAMILIES},
+}
+
+
+def layer_kind(config: object, layer_idx: int) -> tuple[str, str]:
+    """``(model_type, kind)`` of decoder layer ``layer_idx``: the kind is what the
+    config's ``layer_types`` (or its family's pattern) says, for example
+    ``"full_attention"``, ``"sliding_attention"`` or ``"linear_attention"``."""
+    values = config_dict(config)
+    return values.get("model_type"), layer_type(values, layer_idx)
+
+
+# --8<-- [start:layer_from_hf]
+def layer_from_hf(
+    config: object, layer_idx: int, state_dict: dict | None = None, **overrides
+) -> nn.Module:
+    """Our module for decoder layer ``layer_idx`` of ``config`` (a transformers config
+    or a ``config.json`` dict), in eval mode, with the weights of ``state_dict`` (that
+    layer's transformers attention submodule's ``state_dict()``) when given.
+    ``overrides`` replace options, for example ``context_length=4096``."""
+    family, kind = layer_kind(config, layer_idx)
+    entry = BUILDERS.get((family, kind)) or BUILDERS.get((family, None))
+    if entry is None:
+        known = sorted({f for f, _ in BUILDERS})
+        if family not in known:
+            raise ValueError(
+                f"model_type {family!r} is not implemented; expected one of "
+                f"{', '.join(known)}"
+            )
+        raise ValueError(
+            f"layer {layer_idx} of {family!r} is a {kind!r} layer, which no module "
+            "here implements"
+        )
+    build, rename = entry
+    module = build(config, layer_idx, overrides)
+    if state_dict is not None:
+        module.load_state_dict(rename(dict(state_dict)))
+    return module.eval()
+# --8<-- [end:layer_from_hf]

@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
+"""Every decoder layer of a tiny transformers model beside ``layer_from_hf``'s module.
+
+A whole model gives each layer its real inputs, whatever the family: a forward hook on
+the submodule each decoder layer calls (``self_attn``, or ``linear_attn`` in the hybrid
+families) records that layer's input hidden states and its output, with the model's own
+rotary tables, masks and caches applied. ``every_layer`` then builds our module for the
+same layer with ``hf_layers.layer_from_hf`` (the submodule's weights loaded) and runs
+it on the recorded input. Not a model module: it needs transformers.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from llm_attention.hf_layers import layer_from_hf, layer_kind
+
+
+def attention_submodule(decoder_layer) -> torch.nn.Module:
+    """The module a decoder layer runs for its attention (or linear attention)."""
+    for name in ("linear_attn", "self_attn"):
+        module = getattr(decoder_layer, name, None)
+        if module is not None:
+            return module
+    raise ValueError(f"{type(decoder_layer).__name__} has no self_attn or linear_attn")
+
+
+def decoder_layers(model) -> torch.nn.ModuleList:
+    """``model.model.layers`` (a ...ForCausalLM) or ``model.layers`` (a ...Model)."""
+    inner = getattr(model, "model", model)
+    inner = getattr(inner, "language_model", inner)  # multimodal wrappers
+    return inner.layers
+
+
+def record_layers(model, input_ids, attention_mask=None) -> list[dict]:
+    """Run ``model`` once; per decoder layer, its attention submodule's input hidden
+    states ``(B, T, d)`` and output ``(B, T, d)``."""
+    records = []
+    handles = []
+
+    def hook(module, args, kwargs, output):
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        out = output[0] if isinstance(output, tuple) else output
+        records.append(dict(module=module, input=hidden.detach(), output=out.detach()))
+
+    for layer in decoder_layers(model):
+        sub = attention_submodule(layer)
+        handles.append(sub.register_forward_hook(hook, with_kwargs=True))
+    try:
+        with torch.no_grad():
+            model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return records
+
+
+def every_layer(model, config, input_ids, attention_mask=None, **overrides) -> list[dict]:
+    """Per decoder layer: its kind, our module's class, and the largest |ours -
+    transformers| over real tokens (``attention_mask`` 1), on the layer's real input."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    records = record_layers(model, input_ids, attention_mask)
+    real = (
+        torch.ones(input_ids.shape, dtype=torch.bool)
+        if attention_mask is None else attention_mask.bool()
+    )
+    padding = None if attention_mask is None else real
+    rows = []
+    for index, record in enumerate(records):
+        ours = layer_from_hf(config, index, record["module"].state_dict(), **overrides)
+        ours = ours.to(record["input"].dtype)
+        with torch.no_grad():
+            got = ours(record["input"], padding)  # (B, T, d)
+        difference = (got[real] - record["output"][real]).abs().max().item()
+        rows.append(dict(
+            layer=index, kind=layer_kind(config, index)[1],
+            module=type(ours).__name__, max_difference=difference,
+        ))
+    return rows

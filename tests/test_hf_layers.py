@@ -1,0 +1,111 @@
+"""``hf_layers.layer_from_hf``: every decoder layer of tiny transformers models (random
+weights, eager attention, float32; nothing downloaded) built by the one entry point, its
+weights loaded from the transformers submodule, and equal to that submodule on the input
+the whole model gives it (``llm_attention_site.layer_parity``), with and without left
+padding. Unknown families and layer kinds are refused by name."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+import torch
+
+from llm_attention.hf_layers import layer_from_hf, layer_kind
+from llm_attention.latent import LatentAttention
+from llm_attention.modern import ModernAttention
+
+pytestmark = pytest.mark.xdist_group(  # the worker that has transformers imported already
+    (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern" / "combined.md").as_posix()
+)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+VOCAB, B, T = 50, 3, 9
+SMALL = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+             intermediate_size=64, vocab_size=VOCAB)
+
+
+def tiny_configs() -> dict:
+    import transformers as t
+
+    return {
+        "gemma3_text": t.Gemma3TextConfig(
+            **SMALL, num_hidden_layers=6, sliding_window=5, query_pre_attn_scalar=24),
+        "gpt_oss": t.GptOssConfig(
+            **SMALL, num_hidden_layers=2, sliding_window=5, num_local_experts=2,
+            num_experts_per_tok=1),
+        "deepseek_v3": t.DeepseekV3Config(
+            hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
+            num_hidden_layers=2, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8,
+            qk_rope_head_dim=8, v_head_dim=8, intermediate_size=64,
+            moe_intermediate_size=32, n_routed_experts=2, num_experts_per_tok=1,
+            n_group=1, topk_group=1, first_k_dense_replace=1, vocab_size=VOCAB),
+    }
+
+
+def tiny_model(config):
+    from transformers import AutoModelForCausalLM
+
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():  # sinks drawn wide enough to weigh in the softmax
+        for name, parameter in model.named_parameters():
+            if name.endswith("sinks"):
+                parameter.normal_(0.0, 1.0)
+    return model
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "left-padded"])
+@pytest.mark.parametrize("family", ["gemma3_text", "gpt_oss", "deepseek_v3"])
+def test_every_layer_equals_transformers(family, padded):
+    from llm_attention_site.layer_parity import every_layer
+
+    config = tiny_configs()[family]
+    model = tiny_model(config)
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(B, T, dtype=torch.long)
+    if padded:
+        mask[1, :3] = 0
+        mask[2, : T - 2] = 0
+    rows = every_layer(model, config, ids, mask if padded else None)
+    assert len(rows) == config.num_hidden_layers
+    for row in rows:
+        assert row["max_difference"] <= 1e-5, row
+    expected = LatentAttention if family == "deepseek_v3" else ModernAttention
+    assert {row["module"] for row in rows} == {expected.__name__}
+    if family != "deepseek_v3":  # both kinds of layer are reached
+        assert {row["kind"] for row in rows} == {"full_attention", "sliding_attention"}
+
+
+def test_weights_are_loaded_and_the_module_is_in_eval_mode():
+    config = tiny_configs()["gemma3_text"]
+    model = tiny_model(config)
+    reference = model.model.layers[5].self_attn
+    built = layer_from_hf(config, 5, reference.state_dict())
+    assert not built.training
+    assert torch.equal(built.W_query.weight, reference.q_proj.weight)
+    fresh = layer_from_hf(config, 5)  # no state_dict: the module's own random weights
+    assert not torch.equal(fresh.W_query.weight, reference.q_proj.weight)
+    assert built.window is None and layer_from_hf(config, 0).window == 5
+
+
+def test_a_config_json_dict_gives_the_same_layer():
+    config = tiny_configs()["gpt_oss"]
+    from_object = layer_from_hf(config, 0)
+    from_dict = layer_from_hf(config.to_dict(), 0)
+    assert repr(from_object) == repr(from_dict)
+    assert layer_kind(config.to_dict(), 0) == ("gpt_oss", "sliding_attention")
+
+
+def test_unknown_families_and_layer_kinds_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"model_type 'bert' is not implemented"):
+        layer_from_hf({"model_type": "bert", "num_hidden_layers": 2}, 0)
+    weird = dict(model_type="llama", num_hidden_layers=2, layer_types=["full_attention", "mamba"],
+                 hidden_size=32, num_attention_heads=4, max_position_embeddings=16,
+                 rope_theta=1e4)
+    assert isinstance(layer_from_hf(weird, 0), ModernAttention)
+    with pytest.raises(ValueError, match=r"layer 1 of 'llama' is a 'mamba' layer"):
+        layer_from_hf(weird, 1)
+    with pytest.raises(ValueError, match=r"layer_idx=2 is beyond the config's 2 layers"):
+        layer_from_hf(weird, 2)
