@@ -103,7 +103,7 @@ def test_benchmark_plots_stack_their_panels_for_a_phone_and_refuse_other_html():
     for draw, results in ((kv_cache_figure, "kv_cache_results.json"), (decode_figure, "decode_results.json")):
         report = json.loads((root / results).read_text())
         wide, narrow = draw(report), draw(report, narrow=True)
-        (w1, w2), (n1, n2) = ([ax.get_position() for ax in f.axes] for f in (wide, narrow))
+        (w1, w2), (n1, n2) = ([ax.get_position() for ax in f.axes if ax.axison] for f in (wide, narrow))
         assert w2.x0 > w1.x1 and abs(w1.y0 - w2.y0) < 0.05, "wide: side by side"
         assert n1.y0 > n2.y1 and abs(n1.x0 - n2.x0) < 0.05, "narrow: stacked"
         assert narrow.get_figwidth() < 0.5 * wide.get_figwidth()
@@ -144,25 +144,29 @@ def test_a_zero_one_matrix_gets_two_colours_and_a_legend_not_a_colour_bar():
 
 
 def test_panels_draws_side_by_side_and_stacked():
-    """Two layouts of the same panels: a wide one twice as wide as high, a narrow one
-    stacked, no wider than a phone's column at 11-point text."""
-    from llm_attention_site.figures import panels
+    """Two layouts of the same panels: side by side as wide as the wide column, stacked as
+    wide as a 360 px phone's column, so that a page shows both at their drawn size."""
+    from llm_attention_site.figures import PHONE_COLUMN_IN, WIDE_COLUMN_IN, panels
 
-    shapes = []
+    shapes, sizes_in = [], []
 
     def draw(fig, axes):
         shapes.append(len(axes))
+        sizes_in.append(tuple(fig.get_size_inches()))
         for ax in axes:
             ax.plot([0, 1], [0, 1])
 
-    html = panels(draw, 2, alt="two lines", size=(4, 3), narrow_size=(3.7, 2.9))
+    html = panels(draw, 2, alt="two lines", height=3, narrow_height=2.9)
     assert shapes == [2, 2]
+    assert sizes_in == [(WIDE_COLUMN_IN, 3), (PHONE_COLUMN_IN, 5.8)]
     assert re.findall(r'<div class="figure-(wide|narrow)">', html) == ["wide", "narrow"]
     sizes = [tuple(map(int, m)) for m in re.findall(r'<img [^>]*width="(\d+)" height="(\d+)"', html)]
     (wide_w, wide_h), (narrow_w, narrow_h) = sizes[0], sizes[2]  # light variants
-    assert wide_w > wide_h and narrow_h > narrow_w and narrow_w <= 358, sizes
+    assert wide_w > wide_h and narrow_h > narrow_w and narrow_w <= 328 and wide_w <= 686, sizes
     with pytest.raises(ValueError, match="count must be a number of panels, 1 or more, got 0"):
         panels(draw, 0, alt="none")
+    with pytest.raises(ValueError, match="narrow_height must be a height in inches above 0, got -1"):
+        panels(draw, 1, alt="one", narrow_height=-1)
 
 
 def test_outlined_text_names_its_size():
@@ -180,3 +184,144 @@ def test_heatmap_labels_long_position_axes_sparsely_and_puts_the_legend_above():
     legend, grid = ax.get_legend().get_window_extent(), ax.get_window_extent()
     assert legend.y0 >= grid.y1 and legend.width <= grid.width  # above, no wider
     plt.close(fig)
+
+
+def _cells(svg: str) -> str:
+    """The base64 PNG of the heatmap's cells inside an SVG."""
+    return re.search(r'xlink:href="data:image/png;base64,([^"]+)"', svg).group(1)
+
+
+def _png_pixels(data: str):
+    import io
+
+    from matplotlib.image import imread
+
+    return imread(io.BytesIO(base64.b64decode(data)), format="png")
+
+
+def _luminance(rgb) -> float:
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb[:3]]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def test_the_dark_variant_draws_low_weights_dark_and_no_cell_light():
+    """Light variant: 0 is near white and 1 navy. Dark variant: 0 is near the dark page
+    and 1 a mid blue, never light (the explorer grids on the dark page: dark for low)."""
+    weights = torch.tensor([[0.0, 1.0], [0.0, 1.0]])  # a column of 0s, a column of 1s
+    light, dark = _svgs(to_html(heatmap(weights, annotate=False), alt="w"))
+    lit, dim = _png_pixels(_cells(light)), _png_pixels(_cells(dark))
+    w = lit.shape[1]
+    zero, one = (0, 0), (0, w - 1)
+    assert _luminance(lit[zero]) > 0.9 and _luminance(lit[one]) < 0.05
+    assert _luminance(dim[zero]) < 0.03 and 0.15 < _luminance(dim[one]) < 0.6
+    assert max(_luminance(px) for px in dim.reshape(-1, dim.shape[-1])) < 0.6
+
+
+def test_the_numbers_on_the_cells_keep_4_5_to_1_in_both_palettes():
+    from llm_attention_site.figures import _contrast, _luminance as luminance
+
+    for cmap in ("Blues", "RdBu"):
+        values = torch.linspace(0, 1, 21).reshape(3, 7)
+        fig = heatmap(values, cmap=cmap)
+        image = fig.axes[0].images[0]
+        for palette in ("light", "dark"):
+            from llm_attention_site.figures import _use_palette
+
+            _use_palette(fig, palette)
+            for text, value in image._cells:
+                cell = image.cmap(image.norm(value))
+                assert _contrast(luminance(cell), luminance(text.get_color())) >= 4.5, (
+                    cmap, palette, value, text.get_color())
+        plt.close(fig)
+
+
+def test_a_zero_one_legend_changes_colour_with_the_palette():
+    mask = torch.ones(3, 3).tril()
+    light, dark = _svgs(to_html(heatmap(mask, fmt="{:.0f}", legend=("no", "yes")), alt="m"))
+    assert "#e3eef8" in light and "#e3eef8" not in dark  # the legend's 0 patch
+    assert "#2b3242" in dark and "#5a9ae0" in dark
+
+
+def test_colour_maps_without_a_dark_variant_are_refused():
+    with pytest.raises(ValueError, match=r"cmap must be one of \['Blues', 'RdBu'\].*got 'viridis'"):
+        heatmap(torch.eye(2), cmap="viridis")
+    fig, ax = plt.subplots()
+    ax.imshow(torch.eye(2).numpy(), cmap="viridis")
+    with pytest.raises(ValueError, match="uses the colour map 'viridis', which has no dark variant"):
+        to_html(fig, alt="viridis")
+    plt.close(fig)
+    fig, ax = plt.subplots()  # an image drawn directly with a known scale gets its dark one
+    ax.imshow(torch.eye(2).numpy(), cmap="Blues")
+    light, dark = _svgs(to_html(fig, alt="blues"))
+    assert _cells(light) != _cells(dark)
+
+
+def test_log_axes_are_labelled_with_plain_numbers_and_powers_only_far_out():
+    from llm_attention_site.figures import plain_log_labels
+
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    plain_log_labels(ax.yaxis)
+    label = ax.yaxis.get_major_formatter()
+    shown = [label(v, 0) for v in (1e-12, 1e-3, 0.5, 1, 2048, 1e4, 3e5, 1e6, 1e9)]
+    assert shown == ["$10^{-12}$", "0.001", "0.5", "1", "2,048", "10k", "300k", "1M", "$10^{9}$"]
+    assert ax.yaxis.get_minor_formatter()(20, 0) == ""
+    plt.close(fig)
+
+
+def test_a_notebook_shows_the_light_variant_unless_the_site_shows_the_dark():
+    from llm_attention_site.figures import shown
+
+    fig = heatmap(torch.eye(2))
+    html = shown(fig, alt="eye")._repr_html_()
+    assert html.count('class="figure-link figure-dark" style="display: none"') == 1
+    assert 'class="figure-link figure-light" href' in html  # the light one as it is
+    assert not plt.fignum_exists(fig.number)  # closed: not shown a second time
+
+
+def _legend_covers(fig) -> list[str]:
+    """Points of the plotted lines that fall inside a legend of the same figure."""
+    import numpy as np
+
+    fig.canvas.draw()
+    covered = []
+    for legend_ax in fig.axes:
+        legend = legend_ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent()
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                points = ax.transData.transform(line.get_xydata())
+                along = [points[:1]]  # each segment sampled, not only its ends
+                for a, b in zip(points, points[1:]):
+                    along.append(a + (b - a) * np.linspace(0, 1, 20)[:, None])
+                inside = [p for p in np.concatenate(along) if box.contains(*p)]
+                if inside:
+                    covered.append(f"{line.get_label()} under the legend of {legend_ax.get_title()!r}")
+    return covered
+
+
+@pytest.mark.parametrize("name", ["kv_cache", "decode", "latent_decode", "attention"])
+def test_benchmark_plots_fit_their_column_and_their_legends_cover_no_line(name):
+    """Each variant is drawn as wide as the narrowest column that shows it, so its 9-point
+    text shows at 12 CSS px; no legend hides a line."""
+    import json
+    import pathlib
+
+    from llm_attention_site import benchmark_plots
+
+    results = {"kv_cache": "kv_cache_results.json", "decode": "decode_results.json",
+               "latent_decode": "latent_decode_results.json", "attention": "results.json"}[name]
+    report = json.loads((pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / results).read_text())
+    draw = getattr(benchmark_plots, f"{name}_figure")
+    for narrow, column_px in ((False, 686), (True, 328)):
+        fig = draw(report, narrow=narrow)
+        assert not _legend_covers(fig), (narrow, _legend_covers(fig))
+        html = to_html(fig, alt=name)
+        width = int(re.search(r'width="(\d+)"', html).group(1))
+        assert width <= column_px * 1.02, (narrow, width)  # a line of legend may stick out
+        for svg in _svgs(html):  # sizes in points; 4/3 CSS px a point at the drawn size
+            sizes = [float(v) for v in re.findall(r"font(?:-size)?: ([\d.]+)px", svg)]
+            shown_px = min(sizes) * 4 / 3 * min(1.0, column_px / width)
+            assert shown_px >= 9, (narrow, min(sizes), width)

@@ -9,15 +9,26 @@ draw both at build from the results file and print them with
 ``figures.wide_and_narrow``, which shows the variant that fits the screen. The benchmark
 scripts save the wide figure as an SVG beside their results, to look at without
 building the site. Not a model module: it needs matplotlib.
+
+Each variant is drawn as wide as the narrowest column that shows it
+(``figures.WIDE_COLUMN_IN``, ``figures.PHONE_COLUMN_IN``), so a page shows it at its
+drawn size, its text at 9 points (12 CSS px) or more. Log axes are labelled with plain
+numbers (``figures.plain_log_labels``): a power of ten's exponent would be drawn at 70 %
+of that. The legends sit where no line runs: beside the data or in a row of their own.
 """
 
 from __future__ import annotations
+
+import textwrap
 
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 # Importing figures applies its settings: text drawn in the ink the dark variant swaps.
-from . import figures  # noqa: F401
+from .figures import PHONE_COLUMN_IN, WIDE_COLUMN_IN, plain_log_labels
+
+# Every text of these plots: 9 points, 12 CSS px at the size a page shows them.
+TEXT_PT = 9
 
 # Two colours told apart in both palettes and by readers who confuse red and green.
 CACHED, UNCACHED = "#1f77b4", "#e8710a"
@@ -29,21 +40,46 @@ DECODE_SETTINGS = {
 }
 
 
-def _panels(narrow: bool, width: float, height: float):
-    if narrow:  # stacked: each panel keeps the phone's whole width
-        fig, axes = plt.subplots(2, 1, figsize=(4.6, 2 * height * 0.95))
+def _panels(narrow: bool, height: float, legend_rows: float = 0.0):
+    """Two panels: side by side in the wide column, stacked in the phone's; with
+    ``legend_rows``, a row of that height (in inches) under them for a legend."""
+    shape = (2, 1) if narrow else (1, 2)
+    width = PHONE_COLUMN_IN if narrow else WIDE_COLUMN_IN
+    total = height * shape[0]
+    if legend_rows:
+        fig = plt.figure(figsize=(width, total + legend_rows))
+        grid = fig.add_gridspec(shape[0] + 1, shape[1],
+                                height_ratios=[height] * shape[0] + [legend_rows])
+        axes = [fig.add_subplot(grid[i, j]) for i in range(shape[0])
+                for j in range(shape[1])]
+        legend_row = fig.add_subplot(grid[shape[0], :])
+        legend_row.axis("off")
     else:
-        fig, axes = plt.subplots(1, 2, figsize=(width, height))
+        fig, grid = plt.subplots(*shape, figsize=(width, total))
+        axes, legend_row = list(grid.flat), None
     plt.setp(fig, facecolor="none")
-    return fig, axes
+    return fig, axes, legend_row
+
+
+def _suptitle(fig: plt.Figure, text: str, narrow: bool) -> None:
+    """The machine and settings above the panels: on two lines in a phone's column."""
+    fig.suptitle(textwrap.fill(text, 40) if narrow else text, fontsize=TEXT_PT)
+
+
+def _log_axes(*axes, which: str = "xy") -> None:
+    for ax in axes:
+        for name in which:
+            axis = getattr(ax, f"{name}axis")
+            if axis.get_scale() == "log":
+                plain_log_labels(axis)
 
 
 def kv_cache_figure(report: dict, narrow: bool = False) -> plt.Figure:
     """Time of each generation step, and total time for N tokens, with and without a
     cache (``benchmarks/kv_cache_results.json``)."""
     steps, cfg = report["steps"], report["config"]
-    with plt.rc_context({"font.size": 10 if narrow else 9}):
-        fig, (left, right) = _panels(narrow, 10, 3.8)
+    with plt.rc_context({"font.size": TEXT_PT}):
+        fig, (left, right), _ = _panels(narrow, 3.0 if narrow else 3.2)
         positions = range(2, cfg["new_tokens"] + 1)  # step 1, the prompt, left out
         for name, color in (("uncached", UNCACHED), ("cached", CACHED)):
             step_ms = [s * 1e3 for s in steps[name][1:]]
@@ -58,13 +94,14 @@ def kv_cache_figure(report: dict, narrow: bool = False) -> plt.Figure:
         right.set_xticks(lengths, labels=[str(n) for n in lengths])
         right.xaxis.set_minor_locator(NullLocator())  # only the lengths that ran
         right.xaxis.set_minor_formatter(NullFormatter())
+        _log_axes(left, right)
         for ax in (left, right):
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(loc="center right" if ax is left else "upper left")
         machine = report["machine"]
-        fig.suptitle(f"{machine['threads']} thread, torch {machine['torch']}, "
-                     f"float32, d={cfg['emb_dim']}, {cfg['num_layers']} blocks",
-                     fontsize=9)
+        _suptitle(fig, f"{machine['threads']} thread, torch {machine['torch']}, "
+                  f"float32, width {cfg['emb_dim']}, {cfg['num_layers']} blocks",
+                  narrow)
         fig.tight_layout()
     return fig
 
@@ -72,8 +109,9 @@ def kv_cache_figure(report: dict, narrow: bool = False) -> plt.Figure:
 def decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
     """Time to decode one token, and the cache held, against the tokens held, for four
     settings of one layer (``benchmarks/decode_results.json``)."""
-    with plt.rc_context({"font.size": 10 if narrow else 9}):
-        fig, (left, right) = _panels(narrow, 10, 4)
+    with plt.rc_context({"font.size": TEXT_PT}):
+        fig, (left, right), legend_row = _panels(narrow, 2.9 if narrow else 3.0,
+                                                 legend_rows=0.75 if narrow else 0.5)
         for setting, (label, color, marker) in DECODE_SETTINGS.items():
             rows = [r for r in report["results"] if r["setting"] == setting]
             held = [r["held"] for r in rows]
@@ -86,12 +124,14 @@ def decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
         right.set(xlabel="tokens held", ylabel="MiB (log scale)",
                   title="KV cache of one layer", yscale="log")
         left.set_ylim(bottom=0)
+        _log_axes(right)
         for ax in (left, right):
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=9 if narrow else 8)
+        legend_row.legend(*left.get_legend_handles_labels(), loc="center",
+                          ncol=1 if narrow else 2, borderaxespad=0)
         machine = report["machine"]
         title = f"{machine['threads']} thread, torch {machine['torch']}, float32"
-        fig.suptitle(title, fontsize=9)
+        _suptitle(fig, title, narrow)
         fig.tight_layout()
     return fig
 
@@ -109,8 +149,9 @@ def latent_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
     achieved as a fraction of the machine's
     (``benchmarks/latent_decode_results.json``)."""
     limit = report["ratios"]["bandwidth_limit_bytes_per_s"]
-    with plt.rc_context({"font.size": 10 if narrow else 9}):
-        fig, (left, right) = _panels(narrow, 10, 4)
+    with plt.rc_context({"font.size": TEXT_PT}):
+        fig, (left, right), legend_row = _panels(narrow, 2.9 if narrow else 3.0,
+                                                 legend_rows=1.0 if narrow else 0.6)
         for setting, (label, color, marker) in LATENT_SETTINGS.items():
             rows = [r for r in report["results"] if r["setting"] == setting]
             held = [r["held"] for r in rows]
@@ -118,28 +159,28 @@ def latent_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
                       color=color, label=label)
             achieved = [r["bytes_read"] / r["median_s"] / limit for r in rows]
             right.plot(held, achieved, marker=marker, color=color, label=label)
-        right.axhline(0.5, color="#7f7f7f", linestyle="--", linewidth=1)
-        right.annotate("half the measured bandwidth", (held[0], 0.5), xytext=(0, 4),
-                       textcoords="offset points", fontsize=9 if narrow else 8)
+        half = right.axhline(0.5, color="#7f7f7f", linestyle="--", linewidth=1,
+                             label="half the measured bandwidth")
         left.set(xscale="log", yscale="log", xlabel="tokens held",
                  ylabel="ms per decoded token (log)",
                  title="Decoding one token (one layer)")
         right.set(xscale="log", xlabel="tokens held", ylim=(0, 1.05),
                   ylabel="bytes read / time / bandwidth",
                   title="Share of the machine's bandwidth")
+        _log_axes(left, which="y")
         for ax in (left, right):
-            ax.set_xticks(held, labels=[f"{h:,}" for h in held])
+            # every other length on a phone, so that the labels keep apart
+            shown = held if not narrow else held[::2]
+            ax.set_xticks(shown, labels=[f"{h:,}" for h in shown])
             ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.grid(alpha=0.3, which="both")
-        if narrow:  # one legend under both panels: each panel keeps its whole width
-            left.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.25),
-                        ncol=2)
-        else:
-            left.legend(fontsize=8, loc="upper left")
+        handles, labels = left.get_legend_handles_labels()
+        legend_row.legend([*handles, half], [*labels, half.get_label()], loc="center",
+                          ncol=1 if narrow else 2, borderaxespad=0)
         machine = report["machine"]
-        fig.suptitle(f"{machine['threads']} thread, torch {machine['torch']}, float32, "
-                     "DeepSeek-V3's widths", fontsize=9)
+        _suptitle(fig, f"{machine['threads']} thread, torch {machine['torch']}, "
+                  "float32, DeepSeek-V3's widths", narrow)
         fig.tight_layout()
     return fig
 
@@ -155,6 +196,17 @@ ATTENTION_LABELS = {
 }
 
 
+# Their short names, for the bars of the memory panel (the legend gives the long ones).
+ATTENTION_SHORT = {
+    "wrapper": "wrapper",
+    "obvious": "obvious",
+    "explicit": "explicit",
+    "fast": "fast path",
+    "torch_mha": "nn.MHA",
+    "bare": "bare SDPA",
+}
+
+
 def _row(results, impl, batch, tokens, mode) -> dict:
     return next(r for r in results
                 if (r["impl"], r["batch"], r["tokens"], r["mode"])
@@ -164,27 +216,30 @@ def _row(results, impl, batch, tokens, mode) -> dict:
 def attention_figure(report: dict, narrow: bool = False) -> plt.Figure:
     """Time and memory of the six implementations against the sequence length, and the
     memory of each at the longest length (``benchmarks/results.json``): four panels, two
-    by two, or stacked for a phone."""
+    by two, or stacked for a phone; the legend in a row of its own above them, where it
+    covers no line."""
     results, sizes = report["results"], [tuple(s) for s in report["config"]["sizes"]]
     main_batch = max(b for b, _ in sizes)
     lengths = [t for b, t in sizes if b == main_batch]
     long_b, long_t = max(sizes, key=lambda s: s[1])
-    with plt.rc_context({"font.size": 10 if narrow else 9}):
-        if narrow:  # a row of its own for the legend, between the first two panels
-            fig, rows = plt.subplots(5, 1, figsize=(3.8, 13.0),
-                                     gridspec_kw={"height_ratios": [3, 1.6, 3, 3, 3]})
-            legend_row, axes = rows[1], [rows[0], *rows[2:]]
-            legend_row.axis("off")
-        else:
-            fig, grid = plt.subplots(2, 2, figsize=(10, 7.5))
-            axes = grid.flatten()
+    with plt.rc_context({"font.size": TEXT_PT}):
+        if narrow:  # the legend's row, then the four panels one under the other
+            fig = plt.figure(figsize=(PHONE_COLUMN_IN, 12.2))
+            grid = fig.add_gridspec(5, 1, height_ratios=[0.7, 3, 3, 3, 3])
+            axes = [fig.add_subplot(grid[i, 0]) for i in range(1, 5)]
+        else:  # the legend's row, then two by two
+            fig = plt.figure(figsize=(WIDE_COLUMN_IN, 7.1))
+            grid = fig.add_gridspec(3, 2, height_ratios=[0.3, 3, 3])
+            axes = [fig.add_subplot(grid[i, j]) for i in (1, 2) for j in (0, 1)]
+        legend_row = fig.add_subplot(grid[0, :])
+        legend_row.axis("off")
         plt.setp(fig, facecolor="none")
         panels = [
             ("forward", "median_s", 1e3, "time (ms)", f"Forward, batch {main_batch}"),
             ("forward+backward", "median_s", 1e3, "time (ms)",
              f"Forward + backward, batch {main_batch}"),
             ("forward+backward", "peak_bytes", 1 / 2**20, "peak extra memory (MiB)",
-             f"Memory, forward + backward, batch {main_batch}"),
+             f"Memory, forward + backward,\nbatch {main_batch}"),
         ]
         for ax, (mode, key, scale, ylabel, title) in zip(axes, panels):
             for i, (impl, label) in enumerate(ATTENTION_LABELS.items()):
@@ -199,9 +254,9 @@ def attention_figure(report: dict, narrow: bool = False) -> plt.Figure:
                    ylabel=ylabel, title=title)
             ax.set_xticks(lengths, labels=[str(t) for t in lengths])
             ax.xaxis.set_minor_locator(NullLocator())
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
             ax.yaxis.set_minor_formatter(
-                FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+                FuncFormatter(lambda v, _: f"{v:,g}" if f"{v:g}"[0] in "25" else ""))
             ax.grid(True, which="both", alpha=0.3)
         ax = axes[3]
         memory = [_row(results, impl, long_b, long_t, "forward+backward")["peak_bytes"]
@@ -211,24 +266,18 @@ def attention_figure(report: dict, narrow: bool = False) -> plt.Figure:
                            color=[f"C{i}" for i in range(len(memory))])
             ax.bar_label(bars, labels=[f"{m / 2**20:,.0f} MiB" for m in memory],
                          padding=3)
-            ax.set_xlim(right=max(max(memory) / 2**20 * (1.6 if narrow else 1.35), 1))
-        names = [label.replace(" (", "\n(").replace(" + ", "\n+ ")
-                 for label in ATTENTION_LABELS.values()]
-        if narrow:  # the legend above names them in full
-            names = ["wrapper", "obvious", "explicit", "fast path", "nn.MHA",
-                     "bare SDPA"]
-        ax.set_yticks(range(len(names)), labels=names)
+            ax.set_xlim(right=max(max(memory) / 2**20 * 1.6, 1))
+        # The legend above names them in full.
+        short = list(ATTENTION_SHORT.values())
+        ax.set_yticks(range(len(short)), labels=short)
         ax.invert_yaxis()
         ax.set(xlabel="peak extra memory (MiB)",
-               title=f"Memory, forward + backward, T={long_t}, batch {long_b}")
-        if narrow:  # in its own row, under the first panel
-            legend_row.legend(*axes[0].get_legend_handles_labels(), fontsize=9,
-                              loc="center")
-        else:
-            axes[0].legend(fontsize=8)
+               title=f"Memory, forward + backward,\nT = {long_t}, batch {long_b}")
+        legend_row.legend(*axes[0].get_legend_handles_labels(), loc="center",
+                          ncol=1 if narrow else 2, borderaxespad=0)
         machine, config = report["machine"], report["config"]
-        fig.suptitle(f"{machine['threads']} threads, torch {machine['torch']}, "
-                     f"float32, d={config['d_model']}, {config['num_heads']} heads",
-                     fontsize=9)
+        _suptitle(fig, f"{machine['threads']} threads, torch {machine['torch']}, "
+                  f"float32, width {config['d_model']}, {config['num_heads']} heads",
+                  narrow)
         fig.tight_layout()
     return fig

@@ -4,18 +4,27 @@
 computed.
 
 A page prints ``to_html(fig, alt=...)``; the build inserts the printed HTML. The figure
-is drawn once on a transparent background and published in two variants, one per palette
+is drawn on a transparent background and published in two variants, one per palette
 (dark text for the light palette, light text for the dark one); the site's stylesheet
-shows the one that fits. Each variant is an SVG inlined as a data URI, so the printed
-HTML works anywhere; the site's build hook (``hooks/figures.py``) moves each SVG into a
-file of its own, loaded lazily and linked for viewing at full size. ``row(...)`` puts
-several figures side by side, wrapping them onto separate lines on a narrow screen. Not
-a model module: it needs matplotlib.
+shows the one that fits. In the dark variant a heatmap takes the dark palette's colour
+scale: dark for low values, as the explorer grids on the dark page, and no lighter than
+a mid blue at the top, so that no cell is a light block on the dark page. Each variant
+is an SVG inlined as a data URI, so the printed HTML works anywhere; the site's build
+hook (``hooks/figures.py``) moves each SVG into a file of its own, loaded lazily and
+linked for viewing at full size. ``row(...)`` puts several figures side by side,
+wrapping them onto separate lines on a narrow screen. A notebook shows a figure with
+``shown(fig, alt)``: the same two variants. Not a model module: it needs matplotlib.
 
 Attention weights lie between 0 and 1, and ``heatmap`` draws any matrix whose values all
 lie there on the fixed 0..1 colour scale, so two figures of weights can be compared by
 eye. The figure records its scale, and ``to_html`` writes it into a ``data-scale``
 attribute (a test of the built site checks every figure of weights against it).
+
+Sizes: the browser test measures every figure's text as shown, at every width from a
+360 px phone up, and wants 9 CSS px or more, superscripts and legends included. A page
+shows a figure at its drawn size or, in a narrower column, shrunk to fit: the narrowest
+columns it meets are PHONE_COLUMN_IN (a figure shown at every width) and WIDE_COLUMN_IN
+(the wide variant of ``wide_and_narrow``, shown from 960 px up).
 """
 
 from __future__ import annotations
@@ -23,13 +32,15 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 import re
 from collections.abc import Callable, Sequence
 
 import matplotlib.pyplot as plt
 import torch
-from matplotlib.colors import ListedColormap
+from matplotlib.colors import Colormap, LinearSegmentedColormap, ListedColormap, to_rgba
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 # Text and axes are drawn in INK, a near-black no figure uses for anything else, so the
 # dark-palette variant can swap it for a light grey without touching the cells' own
@@ -54,13 +65,39 @@ plt.rcParams.update(
     }
 )
 
-# Colours of the numbers written in the cells: near-black on light cells, white on dark
-# ones. Neither is INK, so the cells read the same in both palettes.
-_CELL_DARK_TEXT = "#1a1a1a"
+# The narrowest columns a figure is shown in, in inches at 96 CSS px an inch: a 360 px
+# phone's (328 px), and, for the wide variant of wide_and_narrow (shown from 960 px up),
+# the column beside the navigation and the table of contents (686 px).
+PHONE_COLUMN_IN = 328 / 96
+WIDE_COLUMN_IN = 686 / 96
+
+# The pages' backgrounds, light and dark (the theme's slate), that cells without a
+# colour show through.
+_PAGES = {"light": "#ffffff", "dark": "#1e2129"}
+# Colours of the numbers written in the cells: black on light cells, white on dark ones,
+# whichever reads better on the cell (at least 4.5:1 either way). Neither is INK, so the
+# dark variant keeps them.
+_CELL_DARK_TEXT = "#000000"
 _CELL_LIGHT_TEXT = "#ffffff"
-# The two colours of a 0/1 matrix: the ends of the weights' "Blues" scale.
-_ZERO_COLOUR = "#e3eef8"
-_ONE_COLOUR = "#1764ab"
+# The colour scales a heatmap may use, each with its dark palette's counterpart: on the
+# dark page low values are dark, as in the explorer grids, and the lightest colour is a
+# mid blue (or red), never a light block.
+_SCALES = {
+    "Blues": (
+        plt.get_cmap("Blues"),
+        LinearSegmentedColormap.from_list(
+            "Blues_dark", ["#252b3a", "#1f4f94", "#4a89d0", "#8fc0ee"]
+        ),
+    ),
+    "RdBu": (
+        plt.get_cmap("RdBu"),
+        LinearSegmentedColormap.from_list(
+            "RdBu_dark", ["#f0a283", "#b4463c", "#252b3a", "#2e6db3", "#8fc0ee"]
+        ),
+    ),
+}
+# The two colours of a 0/1 matrix in each palette: the ends of the weights' scales.
+_ZERO_ONE = {"light": ("#e3eef8", "#1764ab"), "dark": ("#2b3242", "#5a9ae0")}
 
 
 def _scale_label(low: float, high: float) -> str:
@@ -95,10 +132,17 @@ def heatmap(
     it spans the values. The scale used is recorded on the figure for ``to_html``.
     ``legend`` names what 0 and 1 mean in a matrix of zeros and ones (a mask, a
     reach): it is drawn in two colours with that legend instead of a colour bar.
+    ``cmap`` is one of the scales with a dark counterpart: ``"Blues"`` (weights, the
+    default) or ``"RdBu"`` (values either side of zero).
     """
     if not isinstance(matrix, torch.Tensor) or matrix.dim() != 2:
         shape = getattr(matrix, "shape", type(matrix).__name__)
         raise ValueError(f"matrix must be a 2-D tensor, got {shape}")
+    if cmap not in _SCALES:
+        raise ValueError(
+            f"cmap must be one of {sorted(_SCALES)} (scales with a dark variant), "
+            f"got {cmap!r}"
+        )
     values = matrix.detach().to("cpu", torch.float32)
     rows, cols = values.shape
     for name, labels, size in (
@@ -125,10 +169,13 @@ def heatmap(
                 "legend is for a matrix of zeros and ones, got values such as "
                 f"{odd[0].item():g}"
             )
-        cmap = ListedColormap([_ZERO_COLOUR, _ONE_COLOUR])
         vmin, vmax = 0.0, 1.0
     if ax is None:
-        fig, ax = plt.subplots(figsize=(0.62 * cols + 2.0, 0.5 * rows + 1.5))
+        # The grid at most 2.8 inches wide: with its labels and scale the figure shows
+        # at 70 % of its drawn size or more in a 360 px phone's column, its 10-point
+        # numbers at 9 CSS px or more.
+        cell = min(0.5, 2.8 / cols)
+        fig, ax = plt.subplots(figsize=(cell * cols + 2.0, cell * rows + 1.5))
     else:
         fig = ax.figure
     finite = values[torch.isfinite(values)]
@@ -142,7 +189,13 @@ def heatmap(
     else:
         low = float(finite.min()) if vmin is None and finite.numel() else vmin
         high = float(finite.max()) if vmax is None and finite.numel() else vmax
-    image = ax.imshow(values.numpy(), cmap=cmap, vmin=low, vmax=high)
+    scales = (
+        tuple(ListedColormap(_ZERO_ONE[palette]) for palette in ("light", "dark"))
+        if legend is not None
+        else _SCALES[cmap]
+    )
+    image = ax.imshow(values.numpy(), cmap=scales[0], vmin=low, vmax=high)
+    image._palette_scales = scales  # the light and dark scales, for to_html
     if col_labels:
         ax.set_xticks(range(cols), labels=list(col_labels), rotation=45, ha="right")
     else:  # positions: upright, and every other one past ten, so they do not collide
@@ -155,25 +208,24 @@ def heatmap(
     ax.set_ylabel(ylabel)
     if title:  # a legend goes between the title and the grid: no wider than the grid
         ax.set_title(title, fontsize=11, pad=26 if legend is not None else 6)
+    cells = []  # (text, value): each number written on the grid
     if annotate:
-        middle = (low + high) / 2 if low is not None and high is not None else 0.0
         for i in range(rows):
             for j in range(cols):
                 value = float(values[i, j])
                 finite_cell = bool(torch.isfinite(values[i, j]))
                 text = fmt.format(value) if finite_cell else str(value)
-                dark_cell = finite_cell and value > middle
-                color = _CELL_LIGHT_TEXT if dark_cell else _CELL_DARK_TEXT
-                ax.text(j, i, text, ha="center", va="center", fontsize=10, color=color)
+                label = ax.text(j, i, text, ha="center", va="center", fontsize=10)
+                cells.append((label, value))
+    image._cells = cells
+    _ink_cells(image, "light")
     if legend is None:
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     else:
         ax.legend(
             handles=[
                 Patch(facecolor=colour, edgecolor=INK, label=f"{value}: {name}")
-                for value, colour, name in zip(
-                    (0, 1), (_ZERO_COLOUR, _ONE_COLOUR), legend
-                )
+                for value, colour, name in zip((0, 1), _ZERO_ONE["light"], legend)
             ],
             loc="lower center",
             bbox_to_anchor=(0.5, 1.0),
@@ -183,11 +235,85 @@ def heatmap(
             handlelength=1.2,
             columnspacing=1.0,
         )
+        ax._zero_one_legend = True  # its two colours change with the palette
     if low is not None and high is not None:
         scales = getattr(fig, "_attention_scales", [])
         fig._attention_scales = [*scales, (float(low), float(high))]
     fig.tight_layout()
     return fig
+
+
+def _luminance(colour) -> float:
+    """WCAG relative luminance of a matplotlib colour."""
+    channels = [
+        c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+        for c in to_rgba(colour)[:3]
+    ]
+    return 0.2126 * channels[0] + 0.7152 * channels[1] + 0.0722 * channels[2]
+
+
+def _contrast(a: float, b: float) -> float:
+    return (max(a, b) + 0.05) / (min(a, b) + 0.05)
+
+
+def _ink_cells(image, palette: str) -> None:
+    """Colour each number on the grid black or white, whichever reads better on its cell
+    as drawn in ``palette`` (a cell with no colour shows the page)."""
+    page = to_rgba(_PAGES[palette])
+    for label, value in getattr(image, "_cells", []):
+        red, green, blue, alpha = image.cmap(image.norm(value))
+        cell = [alpha * c + (1 - alpha) * p for c, p in zip((red, green, blue), page)]
+        behind = _luminance(cell)
+        black, white = (_contrast(behind, _luminance(ink))
+                        for ink in (_CELL_DARK_TEXT, _CELL_LIGHT_TEXT))
+        label.set_color(_CELL_DARK_TEXT if black >= white else _CELL_LIGHT_TEXT)
+
+
+def _use_palette(fig: plt.Figure, palette: str) -> bool:
+    """Give every image of the figure its colour scale for ``palette`` ("light" or
+    "dark"), the numbers on it their ink and the 0/1 legends their colours; return
+    whether anything changed. An image drawn with a scale that has no dark counterpart
+    is refused: its light cells would be a light block on the dark page."""
+    changed = False
+    for ax in fig.axes:
+        for image in ax.get_images():
+            scales = getattr(image, "_palette_scales", None)
+            if scales is None:
+                name = image.get_cmap().name.removesuffix("_r")
+                if name not in _SCALES:
+                    raise ValueError(
+                        f"an image of the figure uses the colour map {name!r}, which "
+                        f"has no dark variant; draw it with heatmap(cmap=...) and one "
+                        f"of {sorted(_SCALES)}"
+                    )
+                scales = _SCALES[name]
+            image.set_cmap(scales[palette == "dark"])
+            _ink_cells(image, palette)
+            changed = True
+        if getattr(ax, "_zero_one_legend", False):
+            for patch, colour in zip(ax.get_legend().get_patches(), _ZERO_ONE[palette]):
+                patch.set_facecolor(colour)
+    return changed
+
+
+def plain_log_labels(axis) -> None:
+    """Label a log axis with plain numbers (0.01, 1, 1,000, 10k, 1M) where they stay
+    short, and with powers of ten only beyond: a power's exponent is drawn at 70 % of
+    the label's size, too small on a phone. Minor ticks go unlabelled."""
+
+    def label(value: float, _position) -> str:
+        if value <= 0:
+            return ""
+        if value < 1e-3 or value >= 1e9:
+            return f"$10^{{{round(math.log10(value))}}}$"
+        if value < 1:
+            return f"{value:.10g}"
+        if value < 1e4:
+            return f"{value:,.10g}"
+        return f"{value / 1e3:.10g}k" if value < 1e6 else f"{value / 1e6:.10g}M"
+
+    axis.set_major_formatter(FuncFormatter(label))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def bars(
@@ -218,8 +344,8 @@ def bars(
     data = values.detach().to("cpu", torch.float32)
     if weights and not bool(((data >= 0) & (data <= 1)).all()):
         raise ValueError(f"weights must lie in [0, 1], got {data.tolist()}")
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(0.6 * len(labels) + 1.6, 3.2))
+    if ax is None:  # shown at 75 % of its drawn size or more on a phone, as a heatmap
+        fig, ax = plt.subplots(figsize=(0.5 * len(labels) + 1.4, 3.0))
     else:
         fig = ax.figure
     ax.bar(range(len(labels)), data.numpy(), color=color)
@@ -295,8 +421,10 @@ def to_html(fig: plt.Figure, alt: str, *, text_pt: float | None = None) -> str:
         raise ValueError(f"text_pt must be a size in points above 0, got {text_pt!r}")
     scale = figure_scale(fig)
     light = _svg(fig)
+    # The dark variant: the heatmaps redrawn on the dark palette's scales, every INK
+    # line and text made light.
+    dark = (_svg(fig) if _use_palette(fig, "dark") else light).replace(INK, DARK_INK)
     plt.close(fig)
-    dark = light.replace(INK, DARK_INK)
     scale_attr = f' data-scale="{scale}"' if scale else ""
     if text_pt is not None:
         scale_attr += f' data-text-pt="{text_pt:g}"'
@@ -318,6 +446,26 @@ def to_html(fig: plt.Figure, alt: str, *, text_pt: float | None = None) -> str:
     return '<span class="figure-pair">' + "".join(tags) + "</span>"
 
 
+class Shown:
+    """A figure as a notebook shows it (``_repr_html_``): the two variants of
+    ``to_html``, the dark one hidden by its own style, so that Jupyter, without the
+    site's stylesheet, shows the light one; the site's stylesheet shows the one of its
+    palette."""
+
+    def __init__(self, html_pair: str):
+        dark = 'class="figure-link figure-dark"'
+        self.html = html_pair.replace(dark, dark + ' style="display: none"')
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+
+def shown(fig: plt.Figure, alt: str) -> Shown:
+    """Show a figure in a notebook, in a light and a dark variant: the last line of a
+    cell, ``shown(heatmap(weights), alt="...")``. Closes the figure, so that the
+    notebook does not show it a second time."""
+    return Shown(to_html(fig, alt))
+
 def row(*figures: str) -> str:
     """Put figures from ``to_html`` side by side; on a narrow screen they wrap one per
     line.
@@ -333,8 +481,9 @@ def row(*figures: str) -> str:
 
 
 def wide_and_narrow(wide: str, narrow: str) -> str:
-    """Two ``to_html`` outputs of one figure: the wide one on a wide screen, the narrow
-    one on a phone (the stylesheet swaps them at 40em)."""
+    """Two ``to_html`` outputs of one figure: the wide one where the column is at least
+    WIDE_COLUMN_IN wide (960 px and up), the narrow one below (the stylesheet swaps them
+    at 60em)."""
     for name, part in (("wide", wide), ("narrow", narrow)):
         if not isinstance(part, str) or "figure-pair" not in part:
             raise ValueError(
@@ -351,24 +500,31 @@ def panels(
     count: int,
     alt: str,
     *,
-    size: tuple[float, float] = (4.2, 3.2),
-    narrow_size: tuple[float, float] = (3.7, 2.9),
+    height: float = 3.2,
+    narrow_height: float = 2.9,
 ) -> str:
     """HTML of ``count`` panels drawn side by side on a wide screen and stacked on a
     phone, where side by side they would shrink until their text is too small to read.
 
-    ``draw(fig, axes)`` draws into ``count`` axes; it is called once per layout. Each
-    panel is ``size`` inches wide and high side by side, ``narrow_size`` stacked (at
-    3.7 inches, a phone's column shows 11-point text at 11 CSS px or more).
+    ``draw(fig, axes)`` draws into ``count`` axes; it is called once per layout. Side by
+    side the panels share the wide column (WIDE_COLUMN_IN) and are ``height`` inches
+    high; stacked, each is as wide as a 360 px phone's column (PHONE_COLUMN_IN) and
+    ``narrow_height`` high. Drawn at the width a page shows them, their text shows at
+    its drawn size: 11 points, 14.7 CSS px.
     """
     if not isinstance(count, int) or count < 1:
         raise ValueError(f"count must be a number of panels, 1 or more, got {count!r}")
+    for name, value in (("height", height), ("narrow_height", narrow_height)):
+        if not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(
+                f"{name} must be a height in inches above 0, got {value!r}"
+            )
     drawn = []
-    for (rows, cols), (width, height) in (
-        ((1, count), (size[0] * count, size[1])),
-        ((count, 1), (narrow_size[0], narrow_size[1] * count)),
+    for (rows, cols), (width, high) in (
+        ((1, count), (WIDE_COLUMN_IN, height)),
+        ((count, 1), (PHONE_COLUMN_IN, narrow_height * count)),
     ):
-        fig, axes = plt.subplots(rows, cols, figsize=(width, height), squeeze=False)
+        fig, axes = plt.subplots(rows, cols, figsize=(width, high), squeeze=False)
         draw(fig, list(axes.flat))
         fig.tight_layout()
         drawn.append(to_html(fig, alt))
