@@ -206,8 +206,6 @@ def heatmap(
         ax.set_yticks(range(0, rows, _tick_step(rows)))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if title:  # a legend goes between the title and the grid: no wider than the grid
-        ax.set_title(title, fontsize=11, pad=26 if legend is not None else 6)
     cells = []  # (text, value): each number written on the grid
     if annotate:
         for i in range(rows):
@@ -222,20 +220,29 @@ def heatmap(
     if legend is None:
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     else:
+        labels = [f"{value}: {name}" for value, name in zip((0, 1), legend)]
+        # Side by side where the grid is wide enough (about 0.55 em a character, 0.45 in
+        # for a swatch and its gap), else one above the other.
+        size_in = plt.rcParams["font.size"] / 72
+        needed = sum(0.55 * size_in * len(label) + 0.45 for label in labels)
+        room = ax.get_position().width * fig.get_figwidth()
         ax.legend(
             handles=[
-                Patch(facecolor=colour, edgecolor=INK, label=f"{value}: {name}")
-                for value, colour, name in zip((0, 1), _ZERO_ONE["light"], legend)
+                Patch(facecolor=colour, edgecolor=INK, label=label)
+                for label, colour in zip(labels, _ZERO_ONE["light"])
             ],
             loc="lower center",
             bbox_to_anchor=(0.5, 1.0),
-            ncol=2,
+            ncol=2 if needed <= room else 1,
             frameon=False,
             borderaxespad=0.2,
             handlelength=1.2,
             columnspacing=1.0,
         )
         ax._zero_one_legend = True  # its two colours change with the palette
+    if title:  # a legend goes between the title and the grid, in one row or two
+        rows_of_legend = 0 if legend is None else 1 if needed <= room else 2
+        ax.set_title(title, fontsize=11, pad=6 + 20 * rows_of_legend)
     if low is not None and high is not None:
         scales = getattr(fig, "_attention_scales", [])
         fig._attention_scales = [*scales, (float(low), float(high))]
