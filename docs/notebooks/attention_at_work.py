@@ -55,6 +55,7 @@ from llm_attention.induction import (
     make_batch,
     trained_model,
 )
+from llm_attention_site.figures import shown
 
 config = InductionConfig()
 S = config.segment
@@ -88,11 +89,12 @@ print(f"trained in {seconds:.1f} s; accuracy on the repeat {accuracy:.1%}, "
       f"chance {1 / config.vocab_size:.1%}")
 assert accuracy > 0.95
 
-fig, ax = plt.subplots(figsize=(6, 2.5))
+fig, ax = plt.subplots(figsize=(4.2, 2.6))
 ax.plot(losses)
 ax.set_xlabel("step")
 ax.set_ylabel("loss on the repeat")
-plt.show()
+fig.tight_layout()
+shown(fig, alt="The loss on the repeat against the training step")
 
 # %% [markdown]
 # ## The heads of the trained model on the example
@@ -100,15 +102,16 @@ plt.show()
 # %%
 with torch.no_grad(), model.record_attention() as weights:
     model(example.tokens)
-fig, axes = plt.subplots(2, 4, figsize=(10, 5))
+fig, axes = plt.subplots(4, 2, figsize=(4.0, 8.4))  # a row of two heads at a time
 for layer in range(2):
     for head in range(4):
-        ax = axes[layer, head]
+        ax = axes[2 * layer + head // 2, head % 2]
         ax.imshow(weights[layer][0, head].numpy(), cmap="Blues", vmin=0, vmax=1)
-        ax.set_title(f"layer {layer}, head {head}", fontsize=9)
+        ax.set_title(f"layer {layer}, head {head}", fontsize=11)
         ax.set_xticks([])
         ax.set_yticks([])
-plt.show()
+fig.tight_layout()
+shown(fig, alt="The weights of the eight heads on the example, one map per head")
 
 # %% [markdown]
 # ## Previous-token and induction scores, and ablation

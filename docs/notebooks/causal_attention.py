@@ -45,12 +45,11 @@ for package in ("llm_attention", "llm_attention_site"):
         importlib.invalidate_caches()
 
 # %%
-import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
 from llm_attention.causal import CausalAttention
-from llm_attention_site.figures import heatmap
+from llm_attention_site.figures import heatmap, shown
 from llm_attention.self_attention import SelfAttentionV2
 from llm_attention.toy import TOKENS, toy_embeddings
 
@@ -97,8 +96,8 @@ future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)  # (6, 6)
 masked = attn_scores.masked_fill(future, -torch.inf)  # (6, 6)
 attn_weights = torch.softmax(masked / d_k**0.5, dim=-1)  # (6, 6)
 assert torch.allclose(attn_weights, renormalised, atol=1e-6)
-fig = heatmap(attn_weights, TOKENS, TOKENS, title="Causal weights")
-plt.show()
+shown(heatmap(attn_weights, TOKENS, TOKENS, title="Causal weights"),
+      alt="6 by 6 heatmap of the causal weights: zero above the diagonal")
 
 # %% [markdown]
 # ## Dropout
@@ -111,8 +110,8 @@ torch.manual_seed(123)
 dropout = nn.Dropout(0.5)
 dropped = dropout(attn_weights)  # (6, 6)
 print(dropped)
-fig = heatmap(dropped, TOKENS, TOKENS, title="After dropout (p = 0.5)")
-plt.show()
+shown(heatmap(dropped, TOKENS, TOKENS, title="After dropout ($p$ = 0.5)"),
+      alt="6 by 6 heatmap of the weights after dropout: about half are zero")
 
 # %% [markdown]
 # ## The class, on a batch of two copies

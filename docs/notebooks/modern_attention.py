@@ -48,10 +48,9 @@ for package in ("llm_attention", "llm_attention_site"):
         importlib.invalidate_caches()
 
 # %%
-import matplotlib.pyplot as plt
 import torch
 
-from llm_attention_site.figures import heatmap
+from llm_attention_site.figures import heatmap, shown
 from llm_attention.grouped_query import GroupedQueryAttention
 from llm_attention.kv_cache import KVCache
 from llm_attention.modern import ModernAttention
@@ -106,9 +105,9 @@ for d in range(-9, 10):
     diagonal = scores.diagonal(d)
     same = diagonal[0].expand(len(diagonal))
     assert torch.allclose(diagonal, same, atol=1e-5)
-heatmap(scores, title="Score by query and key position", annotate=False,
-        cmap="RdBu", xlabel="key position", ylabel="query position")
-plt.show()
+shown(heatmap(scores, title="Score by query and key position", annotate=False,
+              cmap="RdBu", xlabel="key position", ylabel="query position"),
+      alt="10 by 10 scores, constant along each diagonal")
 
 # %% [markdown]
 # ## A sliding window
@@ -117,9 +116,9 @@ plt.show()
 
 # %%
 may_attend = (~sliding_window_mask(8, 3)).float()  # (T, T): 1 = may
-heatmap(may_attend, title="Sliding-window mask, window = 3",
-        fmt="{:.0f}", legend=("hidden", "may attend"))
-plt.show()
+shown(heatmap(may_attend, title="Sliding-window mask, window = 3",
+              fmt="{:.0f}", legend=("hidden", "may attend")),
+      alt="8 by 8 mask: a band three cells wide on and below the diagonal")
 
 # %% [markdown]
 # The rolling cache stops growing at the window, with the outputs of a full one.

@@ -47,7 +47,7 @@ for package in ("llm_attention", "llm_attention_site"):
 import matplotlib.pyplot as plt
 import torch
 
-from llm_attention_site.figures import heatmap
+from llm_attention_site.figures import heatmap, shown
 from llm_attention.multihead import MultiHeadAttention
 from llm_attention.multihead_wrapper import MultiHeadAttentionWrapper
 from llm_attention.toy import TOKENS, toy_embeddings
@@ -107,11 +107,11 @@ print("first token:", out[0, 0])
 # One attention map per head.
 
 # %%
-fig, axes = plt.subplots(1, H, figsize=(11, 4.6))
+fig, axes = plt.subplots(H, 1, figsize=(4.4, 3.6 * H))  # one above the other
 for h, ax in enumerate(axes):
     title = f"head {h + 1}"
     heatmap(attn_weights[0, h], TOKENS, TOKENS, title=title, ax=ax)
-plt.show()
+shown(fig, alt="The weights of each head, as 6 by 6 heatmaps")
 
 # %% [markdown]
 # ## A GPT-2-sized module (exercise 3.3)

@@ -47,10 +47,9 @@ for package in ("llm_attention", "llm_attention_site"):
 # %%
 import math
 
-import matplotlib.pyplot as plt
 import torch
 
-from llm_attention_site.figures import heatmap
+from llm_attention_site.figures import heatmap, shown
 from llm_attention.simple import (
     attention_scores,
     attention_weights,
@@ -130,8 +129,8 @@ assert torch.allclose(all_context_vecs[1], context_vec_2)
 print(all_context_vecs)
 
 # %%
-fig = heatmap(attn_weights, TOKENS, TOKENS, title="softmax(X Xᵀ)")
-plt.show()
+shown(heatmap(attn_weights, TOKENS, TOKENS, title=r"softmax($X X$ᵀ)"),
+      alt="6 by 6 heatmap of the attention weights")
 
 # %% [markdown]
 # ## Try it

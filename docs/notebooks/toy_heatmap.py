@@ -46,10 +46,9 @@ for package in ("llm_attention", "llm_attention_site"):
         importlib.invalidate_caches()
 
 # %%
-import matplotlib.pyplot as plt
 import torch
 
-from llm_attention_site.figures import heatmap
+from llm_attention_site.figures import heatmap, shown
 from llm_attention.simple import attention_weights
 from llm_attention.toy import TOKENS, toy_embeddings
 
@@ -69,8 +68,8 @@ print(row_sums)
 # The heatmap: rows are the tokens doing the attending (queries), columns the tokens attended to (keys).
 
 # %%
-fig = heatmap(weights, TOKENS, TOKENS, title="softmax(X Xᵀ) for the running example")
-plt.show()
+shown(heatmap(weights, TOKENS, TOKENS, title=r"softmax($X X$ᵀ), the running example"),
+      alt="6 by 6 heatmap of the attention weights of the running example")
 
 # %% [markdown]
 # "journey" and "starts" have almost the same embedding. Both of their rows put the two

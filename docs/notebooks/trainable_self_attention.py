@@ -47,7 +47,7 @@ for package in ("llm_attention", "llm_attention_site"):
 import matplotlib.pyplot as plt
 import torch
 
-from llm_attention_site.figures import heatmap
+from llm_attention_site.figures import heatmap, shown
 from llm_attention.self_attention import SelfAttentionV1, SelfAttentionV2
 from llm_attention.toy import TOKENS, toy_embeddings
 
@@ -101,20 +101,24 @@ def saturation(d_k, scaled, n=1_000, tokens=6):
 
 
 dims = [2, 8, 32, 128, 512, 2048]
-fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+fig, (left, right) = plt.subplots(2, 1, figsize=(3.4, 5.6))  # stacked: a phone's width
 for scaled, style in ((False, "o-"), (True, "s-")):
     rows = [saturation(d, scaled) for d in dims]
-    label = "scores / √d_k" if scaled else "scores / 1"
+    label = r"scores / $\sqrt{d_k}$" if scaled else "scores / 1"
     left.plot(dims, [r[0] for r in rows], style, label=label)
     right.plot(dims, [r[1] for r in rows], style, label=label)
     if not scaled:
         assert rows[-1][0] > 0.95 and rows[-1][1] < rows[0][1] / 10
 for axis, title in ((left, "mean largest weight"), (right, "mean gradient norm")):
     axis.set_xscale("log", base=2)
-    axis.set_xlabel("d_k")
+    axis.set_xticks(dims, labels=[f"{d:,}" for d in dims])
+    axis.minorticks_off()
+    axis.set_xlabel("$d_k$")
     axis.set_title(title)
 left.legend()
-plt.show()
+fig.tight_layout()
+shown(fig, alt="The mean largest weight and the mean gradient norm against d_k, "
+      "unscaled and scaled")
 
 # %% [markdown]
 # ## The two classes
@@ -153,8 +157,8 @@ with torch.no_grad():
     attn_weights = torch.softmax(scores, dim=-1)  # (6, 6)
     values = sa_v2.W_value(inputs)  # (6, 2)
     assert torch.allclose(attn_weights @ values, sa_v2(inputs))
-fig = heatmap(attn_weights, TOKENS, TOKENS, title="SelfAttentionV2, untrained")
-plt.show()
+shown(heatmap(attn_weights, TOKENS, TOKENS, title="SelfAttentionV2, untrained"),
+      alt="6 by 6 heatmap of the weights of an untrained SelfAttentionV2")
 
 # %% [markdown]
 # ## Try it

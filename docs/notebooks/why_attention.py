@@ -51,6 +51,7 @@ import torch
 from torch import nn
 
 from llm_attention.simple import simple_self_attention
+from llm_attention_site.figures import plain_log_labels, shown
 
 torch.manual_seed(123)
 rnn = nn.RNN(input_size=3, hidden_size=4, batch_first=True)
@@ -85,13 +86,15 @@ assert effects[50][0] < 1e-6 < effects[50][1]
 # shrinks only because the first token shares the weights with more and more tokens.
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 3.5))
+fig, ax = plt.subplots(figsize=(3.4, 3.0))  # a phone's column: no smaller text
 ax.semilogy(lengths, [max(e[0], 1e-12) for e in effects.values()], "o-", label="RNN final state")
 ax.semilogy(lengths, [e[1] for e in effects.values()], "s-", label="attention, last token")
 ax.set_xlabel("tokens in the sequence")
-ax.set_ylabel("change after editing token 0")
+ax.set_ylabel("change after\nediting token 0")
+plain_log_labels(ax.yaxis)
 ax.legend()
-plt.show()
+fig.tight_layout()
+shown(fig, alt="On a log scale, the RNN's change falls off a cliff; attention's shrinks slowly")
 
 # %% [markdown]
 # Try a larger `hidden_size`, or `nn.GRU` / `nn.LSTM` in place of `nn.RNN`: trained gated networks
