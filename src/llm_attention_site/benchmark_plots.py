@@ -89,7 +89,7 @@ def kv_cache_figure(report: dict, narrow: bool = False) -> plt.Figure:
         left.set(yscale="log", xlabel="new token number",
                  ylabel="time of that step (ms)", title="Time per new token")
         right.set(xscale="log", yscale="log", xlabel="new tokens generated",
-                  ylabel="total time (s)", title="Time to generate N tokens")
+                  ylabel="total time (s)", title="Time to generate $N$ tokens")
         lengths = cfg["lengths"]
         right.set_xticks(lengths, labels=[str(n) for n in lengths])
         right.xaxis.set_minor_locator(NullLocator())  # only the lengths that ran
@@ -272,7 +272,7 @@ def attention_figure(report: dict, narrow: bool = False) -> plt.Figure:
         ax.set_yticks(range(len(short)), labels=short)
         ax.invert_yaxis()
         ax.set(xlabel="peak extra memory (MiB)",
-               title=f"Memory, forward + backward,\nT = {long_t}, batch {long_b}")
+               title=f"Memory, forward + backward,\n$T$ = {long_t}, batch {long_b}")
         legend_row.legend(*axes[0].get_legend_handles_labels(), loc="center",
                           ncol=1 if narrow else 2, borderaxespad=0)
         machine, config = report["machine"], report["config"]
