@@ -401,3 +401,29 @@ def check_phone_width(page) -> None:
     page.set_viewport_size({"width": 390, "height": 900})
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"{width} px wide at 390"
+
+
+def check_site_map(page) -> None:
+    """The home page's map: its table links every page of prose in the navigation (read
+    from mkdocs.yml, as the page reads it), in the navigation's order, and every link
+    opens a page; its flowchart names every section."""
+    from llm_attention_site.site_map import page_url, sections
+
+    found = sections()
+    wanted = [page_url(path) for _, pages in found for _, path in pages]
+    shown = page.evaluate("""() => {
+      const heading = document.getElementById('the-map');
+      const table = heading && [...document.querySelectorAll('.md-content table')].find(
+        t => heading.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING);
+      const chart = heading && [...document.querySelectorAll('.md-content .diagram img')].find(
+        i => heading.compareDocumentPosition(i) & Node.DOCUMENT_POSITION_FOLLOWING);
+      return {links: table ? [...table.querySelectorAll('tbody tr td:first-child a')].map(a => a.href) : [],
+              chart: chart ? chart.alt : ''};
+    }""")
+    base = page.url.split("#")[0]
+    assert [link.removeprefix(base) for link in shown["links"]] == wanted, (shown["links"], wanted)
+    for link in shown["links"]:
+        response = page.request.get(link)
+        assert response.ok and "text/html" in response.headers["content-type"], link
+    missing = [title for title, _ in found if title not in shown["chart"]]
+    assert not missing, f"the map's chart does not name {missing}"

@@ -68,7 +68,8 @@ _MEASURE = """async () => {
         }
         found.push([size, words.slice(0, 30)]);
       }
-      cache.set(src, {width: vb && vb.width ? vb.width : parseFloat(svg.getAttribute('width')), found});
+      cache.set(src, {width: vb && vb.width ? vb.width : parseFloat(svg.getAttribute('width')), found,
+                      raster: source.includes('<image')});
     }
     return cache.get(src);
   };
@@ -103,16 +104,20 @@ _MEASURE = """async () => {
   return report;
 }""".replace("MIN", str(MIN_TEXT_PX))
 
-# Every figure's dark variant, drawn off screen over the dark page's background: the share
-# of its area that is light. Figures are SVG files of this site (same origin), so a canvas
-# may read them back.
+# The dark variant of every heatmap (a figure whose SVG holds cells drawn as an image),
+# drawn off screen over the dark page's background: the share of its area that is light.
+# Figures are SVG files of this site (same origin), so a canvas may read them back.
 _DARK_LIGHT_SHARE = """async ([threshold]) => {
-  const background = getComputedStyle(document.body).getPropertyValue('--md-default-bg-color');
   const seen = new Set(), shares = [];
   const linear = v => (v /= 255) <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
-  for (const img of document.querySelectorAll('.md-content .figure-pair .figure-dark img')) {
+  const cache = window.__figureTexts || new Map();
+  for (const pair of document.querySelectorAll('.md-content .figure-pair')) {
+    const lit = pair.querySelector('.figure-light img'), img = pair.querySelector('.figure-dark img');
+    if (!lit || !img) continue;
+    const known = cache.get(lit.getAttribute('src'));
+    const cells = known ? known.raster : (await (await fetch(lit.getAttribute('src'))).text()).includes('<image');
     const src = img.getAttribute('src');
-    if (seen.has(src)) continue;
+    if (!cells || seen.has(src)) continue;
     seen.add(src);
     const picture = new Image();
     picture.src = URL.createObjectURL(await (await fetch(src)).blob());
@@ -184,17 +189,15 @@ _TABLES_AND_HEADINGS = """() => {
 }"""
 
 
-# Each listing shown: its text size, and whether LISTING_COLUMNS characters fit its box.
+# Each listing shown: its text size, and whether LISTING_COLUMNS characters fit its box
+# (measured on a canvas in the listing's font: no change to the page, no layout).
 _LISTINGS = """([columns, smallest]) => {
-  const problems = [];
+  const problems = [], context = document.createElement('canvas').getContext('2d');
   for (const code of document.querySelectorAll('.md-content pre > code')) {
     if (!code.getClientRects().length || code.closest('.jupyter-wrapper')) continue;
     const style = getComputedStyle(code), size = parseFloat(style.fontSize);
-    const probe = document.createElement('span');
-    probe.textContent = 'x'.repeat(columns);
-    code.appendChild(probe);
-    const needed = probe.getBoundingClientRect().width;
-    probe.remove();
+    context.font = `${style.fontSize} ${style.fontFamily}`;
+    const needed = context.measureText('x'.repeat(columns)).width;
     const room = code.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
     const where = code.textContent.trim().split('\\n')[0].slice(0, 40);
     if (size < smallest) problems.push(`listing "${where}": ${size.toFixed(1)} px`);
@@ -229,7 +232,13 @@ def check_figure_rules(page) -> None:
     problems = []
     page.set_viewport_size({"width": 1280, "height": PHONE["height"]})
     problems += [f"at 1280 px, {p}" for p in page.evaluate(_LISTINGS, [LISTING_COLUMNS, LISTING_MIN_PX])]
-    for width, report in measure(page).items():
+    # A page without figures needs only the phone's width (images without a dark variant);
+    # one without wide variants has no figure that shows narrower at 960 px than at 360.
+    has = page.evaluate("""() => ({figures: !!document.querySelector(
+        '.md-content :is(img.figure, .explorer, .attention-explorer)'),
+        wide: !!document.querySelector('.md-content :is(.figure-wide, .diagram-wide)')})""")
+    widths = [w for w in WIDTHS if has["figures"] and (w != 960 or has["wide"])]
+    for width, report in measure(page, widths or (PHONE["width"],)).items():
         problems += [f"at {width} px, text under {MIN_TEXT_PX} px: {s}" for s in report["small"]]
         problems += [f"at {width} px, wider than the column: {s}" for s in report["wide"]]
         if width == PHONE["width"]:

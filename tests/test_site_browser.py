@@ -320,12 +320,13 @@ def test_page_in_the_browser(built_site, browser, path):
         checks.append(("notebook downloads", lambda: check_notebook_downloads(page)))
     if path == "":
         checks.append(("home page", lambda: check_home(page)))
+        checks.append(("site map", lambda: figure_checks.check_site_map(page)))
     if path in REFERENCE_SAMPLES:  # the other API pages are counted from their files
         checks.append(("count from the files", lambda: check_static_count(built_site, path, first_visit)))
     if sampled(path):
         checks.append(("keyboard", lambda: axe_checks.check_keyboard(page)))
         checks.append(("WCAG 2.2 AA (axe-core), both palettes", lambda: axe_checks.check_wcag(page)))
-    checks.append(("figures on a phone", lambda: figure_rules.check_figure_rules(page)))
+    checks.append(("figures, tables, headings, listings", lambda: figure_rules.check_figure_rules(page)))
     if path in figure_checks.CHAPTERS:
         checks.append(("phone width", lambda: figure_checks.check_phone_width(page)))
     failures = []
