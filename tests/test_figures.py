@@ -270,13 +270,16 @@ def test_log_axes_are_labelled_with_plain_numbers_and_powers_only_far_out():
 
 
 def test_a_notebook_shows_the_light_variant_unless_the_site_shows_the_dark():
-    from llm_attention_site.figures import shown
+    from llm_attention_site.figures import notebook_html, shown
 
     fig = heatmap(torch.eye(2))
-    html = shown(fig, alt="eye")._repr_html_()
+    html = notebook_html(fig, alt="eye")
     assert html.count('class="figure-link figure-dark" style="display: none"') == 1
     assert 'class="figure-link figure-light" href' in html  # the light one as it is
     assert not plt.fignum_exists(fig.number)  # closed: not shown a second time
+    fig = heatmap(torch.eye(2))
+    assert shown(fig, alt="eye") is None  # no value for a notebook to print as Out[n]
+    assert not plt.fignum_exists(fig.number)
 
 
 def _legend_covers(fig) -> list[str]:

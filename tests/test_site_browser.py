@@ -204,7 +204,7 @@ def check_home(page) -> None:
 def check_notebook_downloads(page) -> None:
     """The notebook page shows its formula and heatmap and links its .ipynb and script."""
     assert page.locator(".katex").count() >= 1, "the notebook's formula was not typeset"
-    assert page.locator(".jupyter-wrapper img[src^='data:image/png']").count() >= 1, "no heatmap image"
+    assert page.locator(".jupyter-wrapper img.figure").count() >= 1, "no heatmap image"
     links = page.locator("a.md-button[download]")
     assert links.count() == 2, links.count()
     notebook = page.request.get(links.nth(0).evaluate("a => a.href"))

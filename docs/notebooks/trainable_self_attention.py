@@ -104,7 +104,7 @@ dims = [2, 8, 32, 128, 512, 2048]
 fig, (left, right) = plt.subplots(2, 1, figsize=(3.4, 5.6))  # stacked: a phone's width
 for scaled, style in ((False, "o-"), (True, "s-")):
     rows = [saturation(d, scaled) for d in dims]
-    label = r"scores / $\sqrt{d_k}$" if scaled else "scores / 1"
+    label = "scores / √$d_k$" if scaled else "scores / 1"
     left.plot(dims, [r[0] for r in rows], style, label=label)
     right.plot(dims, [r[1] for r in rows], style, label=label)
     if not scaled:

@@ -453,25 +453,29 @@ def to_html(fig: plt.Figure, alt: str, *, text_pt: float | None = None) -> str:
     return '<span class="figure-pair">' + "".join(tags) + "</span>"
 
 
-class Shown:
-    """A figure as a notebook shows it (``_repr_html_``): the two variants of
-    ``to_html``, the dark one hidden by its own style, so that Jupyter, without the
-    site's stylesheet, shows the light one; the site's stylesheet shows the one of its
-    palette."""
-
-    def __init__(self, html_pair: str):
-        dark = 'class="figure-link figure-dark"'
-        self.html = html_pair.replace(dark, dark + ' style="display: none"')
-
-    def _repr_html_(self) -> str:
-        return self.html
+def notebook_html(fig: plt.Figure, alt: str) -> str:
+    """A figure as a notebook shows it: the two variants of ``to_html``, the dark one
+    hidden by a style of its own, so that Jupyter, without the site's stylesheet, shows
+    the light one; the site's stylesheet shows the one of its palette. Closes the
+    figure."""
+    dark = 'class="figure-link figure-dark"'
+    return to_html(fig, alt).replace(dark, dark + ' style="display: none"')
 
 
-def shown(fig: plt.Figure, alt: str) -> Shown:
-    """Show a figure in a notebook, in a light and a dark variant: the last line of a
-    cell, ``shown(heatmap(weights), alt="...")``. Closes the figure, so that the
-    notebook does not show it a second time."""
-    return Shown(to_html(fig, alt))
+def shown(fig: plt.Figure, alt: str) -> None:
+    """Show a figure in a notebook, in a light and a dark variant (``notebook_html``),
+    as a display, not as the cell's value (which would print an ``Out`` prompt); closes
+    the figure, so the notebook does not show it a second time. Run as a plain script,
+    outside IPython, it only closes the figure."""
+    html = notebook_html(fig, alt)
+    try:
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+    except ImportError:  # a Python without IPython: nothing to show on
+        return
+    if get_ipython() is not None:
+        display(HTML(html))
+
 
 def row(*figures: str) -> str:
     """Put figures from ``to_html`` side by side; on a narrow screen they wrap one per
