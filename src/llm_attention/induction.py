@@ -125,7 +125,7 @@ def accuracy_without(
 
 
 def new_model(config: InductionConfig) -> GPTModel:
-    """The untrained model of ``config``: its seed's initial weights, nudged if asked."""
+    """The untrained model of ``config``: its seed's weights, nudged if asked."""
     torch.manual_seed(config.seed)
     model = GPTModel(
         config.vocab_size, config.seq_len, config.emb_dim, config.num_heads,
@@ -175,7 +175,7 @@ def train(config: InductionConfig) -> tuple[dict, list[float]]:
 def _cache_key(config: InductionConfig) -> str:
     from . import gpt, multihead
 
-    fields = sorted(dataclasses.asdict(config).items())  # the values, whatever the class
+    fields = sorted(dataclasses.asdict(config).items())  # the values, not the class
     digest = hashlib.sha256(repr(fields).encode())
     digest.update(torch.__version__.encode())
     for module in (multihead, gpt, sys.modules[__name__]):
