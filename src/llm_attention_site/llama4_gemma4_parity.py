@@ -46,9 +46,9 @@ LAYERS = {
 }
 # the calls of a run: a prefill, or a prompt then tokens; all cross a chunk boundary
 STEPS = {
-    "prefill": [T],
-    "7+1+1+1+1+1": [PROMPT] + [1] * (T - PROMPT),
-    "4+6+2": [4, 6, 2],
+    "prefill": (T,),
+    "7+1+1+1+1+1": (PROMPT,) + (1,) * (T - PROMPT),
+    "4+6+2": (4, 6, 2),
 }
 
 
@@ -185,7 +185,9 @@ def _rotary(family):
     return rotary_class(config)
 
 
-def run(family: str, layer_idx: int, sizes, padded: bool, fast_path: bool, seed=3):
+@functools.cache  # the tests and the page ask for the same runs
+def run(family: str, layer_idx: int, sizes: tuple, padded: bool, fast_path: bool,
+        seed: int = 3):
     """Ours and the reference fed ``sizes`` tokens per call, each side with its own
     cache (none for a single prefill): per call, (ours, theirs, real tokens) of layer
     ``layer_idx``; and our caches, by layer."""
