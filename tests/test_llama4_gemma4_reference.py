@@ -139,3 +139,46 @@ def test_the_pages_differences_are_those_of_the_tests():
     found = {(f, i): max_differences(f, i) for f, i in CASES}
     assert all(d <= 1e-5 for cases in found.values() for d in cases.values()), found
     assert all(len(cases) == len(STEPS) * 2 * 2 for cases in found.values())
+
+
+def test_a_config_object_and_its_config_json_give_the_same_layers():
+    """A transformers config object carries what it derived (Llama 4's layer_types,
+    Gemma 4's per_layer_config); a config.json has the fields it was derived from
+    (no_rope_layers, global_head_dim, num_global_key_value_heads): both read the same."""
+    from llm_attention.hf_config import modern_attention_options
+
+    for family in ("llama4", "smollm3", "gemma4"):
+        config = configs()[family][0]
+        as_json = config.to_dict()
+        for derived in ("layer_types", "per_layer_config", "no_rope_layers"):
+            as_json.pop(derived, None)
+        if family == "gemma4":  # the file's own fields, and its layer pattern
+            as_json.update(global_head_dim=32, num_global_key_value_heads=1,
+                           layer_types=list(config.layer_types))
+        for i in range(config.num_hidden_layers):
+            assert modern_attention_options(config, i) == modern_attention_options(
+                as_json, i), (family, i)
+
+
+def test_the_published_sizes_agree_with_transformers_config_classes():
+    """Where a config class's defaults are the published model's (its docstring names the
+    checkpoint), the fields copied into families.py equal them."""
+    from llm_attention_site.families import DEEPSEEK_V32, PUBLISHED
+
+    scout = PUBLISHED["Llama 4 Scout"][1]["text_config"]
+    defaults = hf().Llama4TextConfig()
+    for field in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "num_key_value_heads", "head_dim", "attention_chunk_size", "floor_scale",
+                  "attn_scale", "rms_norm_eps", "no_rope_layers"):
+        assert scout[field] == getattr(defaults, field), field
+    smol = PUBLISHED["SmolLM3 3B"][1]
+    defaults = hf().SmolLM3Config()
+    for field in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "num_key_value_heads", "no_rope_layer_interval", "no_rope_layers"):
+        assert smol[field] == getattr(defaults, field), field
+    from transformers import DeepseekV32Config
+
+    defaults = DeepseekV32Config()
+    for field, value in DEEPSEEK_V32[1].items():
+        if field != "model_type":
+            assert value == getattr(defaults, field), field

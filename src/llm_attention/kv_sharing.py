@@ -50,7 +50,7 @@ class SharedKV:
         the first new token.
     """
 
-    def __init__(self, cache=None) -> None:
+    def __init__(self, cache: object | None = None) -> None:
         if cache is not None and not callable(getattr(cache, "append", None)):
             raise TypeError(
                 "cache must be a key/value cache with an append method (KVCache, "

@@ -14,9 +14,11 @@ from matplotlib.patches import Patch, Rectangle
 from . import figures  # noqa: F401  (its ink, swapped in the dark variant)
 
 BLUE, ORANGE = "#1f77b4", "#e8710a"
-# the sharing layers: lighter tints of their sources' colours, dark text on both
+# the sharing layers: lighter tints of their sources' colours. The cells' text is not
+# the figure's ink, so it reads the same in both palettes: white on the blue, near-black
+# on the others (each at least 4.5:1)
 PALE_BLUE, PALE_ORANGE = "#b9d4ec", "#f7c9a3"
-CELL_TEXT_ON_DARK, CELL_TEXT_ON_PALE = "#ffffff", "#1a1a1a"
+WHITE, NEAR_BLACK = "#ffffff", "#1a1a1a"
 
 
 def temperature_figure(positions, scales, floor_scale: int, narrow: bool = False):
@@ -52,10 +54,10 @@ def sharing_figure(kinds: list[str], sources: list[int | None], columns: int):
             windowed = kind == "sliding_attention"
             if source is None:
                 colour = BLUE if windowed else ORANGE
-                text, ink = f"{i}", CELL_TEXT_ON_DARK
+                text, ink = f"{i}", WHITE if windowed else NEAR_BLACK
             else:
                 colour = PALE_BLUE if windowed else PALE_ORANGE
-                text, ink = f"{i}\u2192{source}", CELL_TEXT_ON_PALE
+                text, ink = f"{i}\u2192{source}", NEAR_BLACK
             ax.add_patch(Rectangle((c, -r - 1), 0.94, 0.9, facecolor=colour))
             ax.text(c + 0.47, -r - 0.55, text, ha="center", va="center", color=ink,
                     fontsize=9)
