@@ -384,8 +384,10 @@ class ModernAttention(nn.Module):
     def from_hf_config(cls, config, layer_idx: int = 0, **overrides):
         """The attention layer ``layer_idx`` of a transformers config object or a
         ``config.json`` dict: Llama (3.1's scaled angles too), Mistral, Qwen2, Qwen3,
-        Gemma 2, Gemma 3, gpt-oss, Qwen3-Next. ``overrides`` replace options, for
-        example ``context_length=4096`` (the default is the config's
+        Gemma 2, Gemma 3, gpt-oss, Qwen3-Next, Llama 4, SmolLM3, Gemma 4 (a layer
+        that reuses an earlier layer's keys and values comes with ``kv_shared=True``:
+        ``hf_config.kv_source_layer`` names that layer). ``overrides`` replace
+        options, for example ``context_length=4096`` (the default is the config's
         ``max_position_embeddings``). Raises ``ValueError`` naming any setting it
         does not implement."""
         return cls(**{**modern_attention_options(config, layer_idx), **overrides})
