@@ -63,7 +63,9 @@ def record_layers(model, input_ids, attention_mask=None) -> list[dict]:
     return records
 
 
-def every_layer(model, config, input_ids, attention_mask=None, **overrides) -> list[dict]:
+def every_layer(
+    model, config, input_ids, attention_mask=None, **overrides
+) -> list[dict]:
     """Per decoder layer: its kind, our module's class, and the largest |ours -
     transformers| over real tokens (``attention_mask`` 1), on the layer's real input."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
