@@ -106,6 +106,22 @@ EXAMPLES = {
             sliding_window=4, query_pre_attn_scalar=8, attn_logit_softcapping=50.0), 0)
         result = torch.tensor([options["window"], options["scale"], options["softcap"]])
     """,
+    "chunked.py": """
+        cache = m.ChunkedKVCache(2, 1, 4, 3)
+        keys = torch.randn(2, 1, 7, 4)
+        padding = torch.ones(2, 7, dtype=torch.bool)
+        padding[1, :2] = False
+        returned = cache.append(keys, keys.clone(), padding)
+        mask = m.chunk_mask(0, 7, 0, 7, 3, m.left_padding(padding))
+        result = (returned[0], mask, cache.left_padding, torch.tensor(cache.held))
+    """,
+    "kv_sharing.py": """
+        shared = m.SharedKV()
+        keys = torch.randn(2, 1, 5, 4)
+        shared.append(keys, keys * 2)
+        got_keys, got_values, padding, start = shared.read(5)
+        result = (got_keys, got_values, padding, torch.tensor(start))
+    """,
     "latent.py": """
         layer = m.LatentAttention(16, 16, 32, 0.0, 4, kv_lora_rank=8, qk_nope_head_dim=4,
                                   qk_rope_head_dim=4, v_head_dim=4, q_lora_rank=8).eval()

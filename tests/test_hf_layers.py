@@ -34,6 +34,22 @@ def tiny_configs() -> dict:
         "gpt_oss": t.GptOssConfig(
             **SMALL, num_hidden_layers=2, sliding_window=5, num_local_experts=2,
             num_experts_per_tok=1),
+        "llama4_text": t.Llama4TextConfig(  # chunks of 4: three in 9 tokens
+            **SMALL, num_hidden_layers=4, attention_chunk_size=4, floor_scale=2,
+            num_local_experts=2, intermediate_size_mlp=64),
+        "smollm3": t.SmolLM3Config(  # a window on the layer without positions
+            **SMALL, num_hidden_layers=4, use_sliding_window=True, sliding_window=5,
+            pad_token_id=0),
+        "gemma4_text": t.Gemma4TextConfig(  # E2B's kind: the last three layers share
+            **SMALL, num_hidden_layers=6, sliding_window=5, global_head_dim=32,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+            num_kv_shared_layers=3, hidden_size_per_layer_input=8,
+            vocab_size_per_layer_input=VOCAB),
+        "gemma4_text-keys-as-values": t.Gemma4TextConfig(  # 31B's kind: no sharing
+            **SMALL, num_hidden_layers=3, sliding_window=5, global_head_dim=32,
+            attention_k_eq_v=True, num_global_key_value_heads=1,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+            hidden_size_per_layer_input=0),
         "deepseek_v3": t.DeepseekV3Config(
             hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
             num_hidden_layers=2, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8,
@@ -56,8 +72,19 @@ def tiny_model(config):
     return model
 
 
+KINDS = {  # the kinds of layer each tiny model has
+    "gemma3_text": {"full_attention", "sliding_attention"},
+    "gpt_oss": {"full_attention", "sliding_attention"},
+    "llama4_text": {"full_attention", "chunked_attention"},
+    "smollm3": {"full_attention", "sliding_attention"},
+    "gemma4_text": {"full_attention", "sliding_attention"},
+    "gemma4_text-keys-as-values": {"full_attention", "sliding_attention"},
+    "deepseek_v3": {"full_attention"},
+}
+
+
 @pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "left-padded"])
-@pytest.mark.parametrize("family", ["gemma3_text", "gpt_oss", "deepseek_v3"])
+@pytest.mark.parametrize("family", list(KINDS))
 def test_every_layer_equals_transformers(family, padded):
     from llm_attention_site.layer_parity import every_layer
 
@@ -74,8 +101,21 @@ def test_every_layer_equals_transformers(family, padded):
         assert row["max_difference"] <= 1e-5, row
     expected = LatentAttention if family == "deepseek_v3" else ModernAttention
     assert {row["module"] for row in rows} == {expected.__name__}
-    if family != "deepseek_v3":  # both kinds of layer are reached
-        assert {row["kind"] for row in rows} == {"full_attention", "sliding_attention"}
+    assert {row["kind"] for row in rows} == KINDS[family]  # every kind is reached
+
+
+def test_gemma4_sharing_layers_read_their_source_and_say_so_alone():
+    """The last three layers of the tiny Gemma 4 have no key or value projection; called
+    alone, the module says what it needs; its source is the last layer of its kind."""
+    from llm_attention.hf_config import kv_source_layer
+
+    config = tiny_configs()["gemma4_text"]
+    assert [kv_source_layer(config, i) for i in range(6)] == [None] * 3 + [1, 1, 2]
+    model = tiny_model(config)
+    reader = layer_from_hf(config, 3, model.model.layers[3].self_attn.state_dict())
+    assert reader.kv_shared and reader.W_key is None
+    with pytest.raises(TypeError, match="pass that layer's SharedKV"):
+        reader(torch.randn(1, 4, 32))
 
 
 def test_weights_are_loaded_and_the_module_is_in_eval_mode():

@@ -15,9 +15,16 @@ The module it returns runs a causal prefill over positions ``0..T-1`` when calle
 ===========================  ==========================================
 layer kind                   module
 ===========================  ==========================================
-softmax attention            ``ModernAttention`` (``modern.py``)
+softmax attention: full,     ``ModernAttention`` (``modern.py``)
+windowed or chunked
 latent attention (DeepSeek)  ``LatentAttention`` (``latent.py``)
 ===========================  ==========================================
+
+A Gemma 4 layer that reuses an earlier layer's keys and values
+(``hf_config.kv_source_layer`` names that layer) has no key or value projection:
+call it with ``cache=`` the ``kv_sharing.SharedKV`` its source layer was called
+with, after the source ran on the same tokens; ``module(x)`` alone raises a
+``TypeError`` that says so.
 
 A family or a layer kind that no module here implements is refused by name: never a
 module that silently computes something else.
@@ -54,6 +61,8 @@ BUILDERS = {
        for family in FAMILIES},
     **{(family, "sliding_attention"): (_modern, modern.from_hf_state_dict)
        for family in FAMILIES},
+    **{(family, "chunked_attention"): (_modern, modern.from_hf_state_dict)
+       for family in ("llama4_text",)},
     **{(family, None): (_latent, latent.from_hf_state_dict)
        for family in LATENT_FAMILIES},
 }
