@@ -15,6 +15,7 @@ import torch
 from llm_attention.hf_layers import layer_from_hf, layer_kind
 from llm_attention.latent import LatentAttention
 from llm_attention.modern import ModernAttention
+from llm_attention.sparse_latent import SparseLatentAttention
 
 pytestmark = pytest.mark.xdist_group(  # the worker that has transformers imported already
     (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern" / "combined.md").as_posix()
@@ -40,6 +41,13 @@ def tiny_configs() -> dict:
             qk_rope_head_dim=8, v_head_dim=8, intermediate_size=64,
             moe_intermediate_size=32, n_routed_experts=2, num_experts_per_tok=1,
             n_group=1, topk_group=1, first_k_dense_replace=1, vocab_size=VOCAB),
+        "deepseek_v32": t.DeepseekV32Config(  # the indexer keeps 4 of up to 9 tokens
+            hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
+            num_hidden_layers=2, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8,
+            qk_rope_head_dim=8, v_head_dim=8, index_n_heads=4, index_head_dim=16,
+            index_topk=4, intermediate_size=64, moe_intermediate_size=32,
+            n_routed_experts=2, num_experts_per_tok=1, n_group=1, topk_group=1,
+            first_k_dense_replace=1, vocab_size=VOCAB),
     }
 
 
@@ -57,7 +65,7 @@ def tiny_model(config):
 
 
 @pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "left-padded"])
-@pytest.mark.parametrize("family", ["gemma3_text", "gpt_oss", "deepseek_v3"])
+@pytest.mark.parametrize("family", ["gemma3_text", "gpt_oss", "deepseek_v3", "deepseek_v32"])
 def test_every_layer_equals_transformers(family, padded):
     from llm_attention_site.layer_parity import every_layer
 
@@ -72,9 +80,10 @@ def test_every_layer_equals_transformers(family, padded):
     assert len(rows) == config.num_hidden_layers
     for row in rows:
         assert row["max_difference"] <= 1e-5, row
-    expected = LatentAttention if family == "deepseek_v3" else ModernAttention
+    expected = {"deepseek_v3": LatentAttention, "deepseek_v32": SparseLatentAttention}.get(
+        family, ModernAttention)
     assert {row["module"] for row in rows} == {expected.__name__}
-    if family != "deepseek_v3":  # both kinds of layer are reached
+    if family not in ("deepseek_v3", "deepseek_v32"):  # both kinds of layer are reached
         assert {row["kind"] for row in rows} == {"full_attention", "sliding_attention"}
 
 
