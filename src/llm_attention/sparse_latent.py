@@ -148,7 +148,11 @@ class SparseLatentAttention(LatentAttention):
     everything else as in ``LatentAttention``.
 
     Args:
-        d_in, d_out, context_length, dropout, num_heads: as ``LatentAttention``.
+        d_in: width of each input token vector, as in ``LatentAttention``.
+        d_out: width of the output.
+        context_length: the most positions, cached ones included.
+        dropout: probability of dropping an attention weight while training.
+        num_heads: ``H``.
         q_lora_rank: ``d_q``; required: the indexer's queries start from the same
             normed bottleneck as the attention's.
         index_n_heads: ``H_I``, the indexer's heads.
@@ -181,7 +185,7 @@ class SparseLatentAttention(LatentAttention):
         index_head_dim: int,
         index_topk: int,
         gathered: bool = False,
-        **latent_options,
+        **latent_options: object,
     ) -> None:
         if q_lora_rank is None:
             raise ValueError(

@@ -142,7 +142,7 @@ def cost_figure(sizes: dict, lengths, narrow: bool = False):
             ax.set_xticks(ticks, labels=[f"{n // 1024}K" for n in ticks])
             ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.grid(alpha=0.3, which="both")
+            ax.grid(alpha=0.3)
         if narrow:
             axes[1].legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.22),
                            ncol=1)
