@@ -235,9 +235,10 @@ class SparseLatentAttention(LatentAttention):
         d_c, d_n, d_r = self.kv_lora_rank, self.qk_nope_head_dim, self.qk_rope_head_dim
         query_latent = self.query_norm(self.W_query_down(x))  # (B, T, d_q), shared
         queries = self.W_query_up(query_latent).view(b, num_tokens, -1, d_n + d_r)
-        q_nope, q_rope = queries.transpose(1, 2).split([d_n, d_r], dim=-1)
+        queries = queries.transpose(1, 2)  # (B, H, T, d_n + d_r)
+        q_nope, q_rope = queries.split([d_n, d_r], dim=-1)  # (B, H, T, d_n), d_r
         q_rope = self.turn(q_rope, start)  # (B, H, T, d_r)
-        latent, rope_key = self.W_kv_down(x).split([d_c, d_r], dim=-1)
+        latent, rope_key = self.W_kv_down(x).split([d_c, d_r], dim=-1)  # d_c, d_r
         latent = self.latent_norm(latent)  # (B, T, d_c)
         rope_key = self.turn(rope_key.unsqueeze(1), start).squeeze(1)  # (B, T, d_r)
         cos, sin = self.rope.cos, self.rope.sin  # the indexer turns halves with them
@@ -282,16 +283,20 @@ class SparseLatentAttention(LatentAttention):
         q_latent = torch.einsum("bhtn,hnc->bhtc", q_nope, w_uk)  # (B, H, T, d_c)
         queries = torch.cat((q_latent, q_rope), dim=-1)  # (B, H, T, d_c + d_r)
         # One small multi-query problem per query: its H heads are the rows...
-        rows = queries.transpose(1, 2).reshape(b * num_tokens, 1, num_heads, -1)
+        rows = queries.transpose(1, 2)  # (B, T, H, d_c + d_r)
+        rows = rows.reshape(b * num_tokens, 1, num_heads, -1)  # (B T, 1, H, d_c + d_r)
         # ... and its k selected cache rows the keys (values: their latents).
-        index = selected.reshape(b, num_tokens * k, 1).expand(-1, -1, entries.shape[-1])
-        keys = entries.gather(1, index).view(b * num_tokens, 1, k, -1)  # (BT,1,k,576)
+        width = entries.shape[-1]  # d_c + d_r
+        index = selected.reshape(b, num_tokens * k, 1)  # (B, T k, 1)
+        index = index.expand(-1, -1, width)  # (B, T k, d_c + d_r): a view
+        keys = entries.gather(1, index)  # (B, T k, d_c + d_r): copies of the rows
+        keys = keys.view(b * num_tokens, 1, k, width)  # (B T, 1, k, d_c + d_r)
         values = keys[..., : self.kv_lora_rank]  # (B T, 1, k, d_c): a view
         if mask_bool.dim() == 2:  # (T, T_k) -> (B, T, T_k)
             mask_bool = mask_bool.expand(b, -1, -1)
         hidden = mask_bool.reshape(b, num_tokens, -1).gather(-1, selected)  # (B, T, k)
         hidden = hidden.view(b * num_tokens, 1, 1, k)  # chosen but in the future
-        mixed = self.attend(rows, keys, values, hidden, folded=True)  # (BT, 1, H, d_c)
+        mixed = self.attend(rows, keys, values, hidden, folded=True)  # (B T,1,H,d_c)
         mixed = mixed.view(b, num_tokens, num_heads, -1).transpose(1, 2)  # (B,H,T,d_c)
         return torch.einsum("bhtc,hvc->bhtv", mixed, w_uv)  # (B, H, T, d_v)
     # --8<-- [end:gathered]

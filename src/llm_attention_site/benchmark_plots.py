@@ -169,9 +169,10 @@ def sparse_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
             right.plot(held, achieved, marker=marker, color=color, linestyle=style,
                        label=label)
         left.axvline(predicted, color="#7f7f7f", linestyle=":", linewidth=1)
-        left.annotate("bytes predict\nsparse wins here", (predicted, 1), xytext=(-4, 4),
-                      xycoords=("data", "axes fraction"), textcoords="offset points",
-                      ha="right", va="bottom", fontsize=9 if narrow else 8)
+        left.annotate("bytes predict\ngathered wins\nfrom here", (predicted, 0.03),
+                      xytext=(4, 0), xycoords=("data", "axes fraction"),
+                      textcoords="offset points", ha="left", va="bottom",
+                      fontsize=9 if narrow else 8)
         right.axhline(0.5, color="#7f7f7f", linestyle="--", linewidth=1)
         right.annotate("half the measured bandwidth", (held[0], 0.5), xytext=(0, 4),
                        textcoords="offset points", fontsize=9 if narrow else 8)
@@ -185,8 +186,10 @@ def sparse_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
             ax.set_xticks(held, labels=[f"{h // 1024}K" for h in held])
             ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.yaxis.set_minor_formatter(NullFormatter())
             ax.grid(alpha=0.3, which="both")
+        left.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        left.yaxis.set_minor_formatter(
+            FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
         if narrow:  # one legend under both panels: each panel keeps its whole width
             right.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.25),
                          ncol=1)

@@ -5,14 +5,15 @@ DeepSeek-V3.2's published sizes, and the figure of those counts.
 
 ``DEEPSEEK_V32`` holds the fields of DeepSeek-V3.2's config that its attention reads,
 under the names of the Hugging Face ``config.json``. The sizes are those DeepSeek
-publishes in ``inference/config_671B_v3.2.json`` of github.com/deepseek-ai/DeepSeek-V3.2-Exp
-(``dim``, ``n_heads``, ``q_lora_rank``, ``kv_lora_rank``, ``qk_nope_head_dim``,
-``qk_rope_head_dim``, ``v_head_dim``, ``index_n_heads``, ``index_head_dim``,
-``index_topk``), its rotary settings those of ``ModelArgs`` in ``inference/model.py``
-of the same repository (YaRN, factor 40 over 4,096 positions); every value is also the
-default of transformers' ``DeepseekV32Config``, whose documentation names the
-checkpoint ``deepseek-ai/DeepSeek-V3.2-Exp`` (a test compares them). DeepSeek-V3.2 is
-the same architecture, trained further.
+publishes in ``inference/config_671B_v3.2.json`` of
+github.com/deepseek-ai/DeepSeek-V3.2-Exp (``dim``, ``n_heads``, ``q_lora_rank``,
+``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``,
+``index_n_heads``, ``index_head_dim``, ``index_topk``), its rotary settings those of
+``ModelArgs`` in ``inference/model.py`` of the same repository (YaRN, factor 40 over
+4,096 positions). Every size is also the default of transformers'
+``DeepseekV32Config``, whose documentation names the checkpoint
+``deepseek-ai/DeepSeek-V3.2-Exp`` (a test compares them). DeepSeek-V3.2 is the same
+architecture, trained further.
 
 Counts are multiply-adds (a flop is two), in latent space for both the dense and the
 sparse layer: DeepSeek runs sparse attention with every latent shared by all the heads
