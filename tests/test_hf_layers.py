@@ -87,6 +87,22 @@ def test_every_layer_equals_transformers(family, padded):
         assert {row["kind"] for row in rows} == {"full_attention", "sliding_attention"}
 
 
+def test_deepseek_v32_layers_attend_over_the_selected_keys_only():
+    """In the whole tiny model the indexer's choice matters: dense latent attention with the
+    same weights, on the same input, gives another output."""
+    from llm_attention_site.layer_parity import record_layers
+
+    config = tiny_configs()["deepseek_v32"]
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(1))
+    for index, record in enumerate(record_layers(tiny_model(config), ids)):
+        ours = layer_from_hf(config, index, record["module"].state_dict())
+        with torch.no_grad():
+            dense = LatentAttention.forward(ours, record["input"])  # every earlier token
+            sparse = ours(record["input"])
+        torch.testing.assert_close(sparse, record["output"], atol=1e-5, rtol=1e-5)
+        assert (dense - record["output"]).abs().max() > 1e-3, index
+
+
 def test_weights_are_loaded_and_the_module_is_in_eval_mode():
     config = tiny_configs()["gemma3_text"]
     model = tiny_model(config)
