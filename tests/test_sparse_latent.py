@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from llm_attention.hf_config import latent_attention_options, sparse_latent_attention_options
+from llm_attention.hf_layers import layer_from_hf
 from llm_attention.latent import LatentAttention
 from llm_attention.lightning_indexer import LightningIndexer, top_k_keys
 from llm_attention.sparse_latent import (
@@ -195,6 +196,9 @@ def test_deepseek_v32_published_config():
     assert cache.latent.entries.shape[-1] + cache.index_keys.shape[-1] == 576 + 128
     indexer = sum(p.numel() for p in layer.indexer.parameters())
     assert indexer == 1536 * 8192 + 7168 * 128 + 2 * 128 + 7168 * 64
+    with torch.device("meta"):  # the one entry point reads the config.json dict alike
+        built = layer_from_hf(config, 60, context_length=8)
+    assert isinstance(built, SparseLatentAttention) and repr(built) == repr(layer.eval())
 
 
 def test_the_options_keep_dense_and_sparse_families_apart():
