@@ -56,6 +56,10 @@ def test_committed_results_are_a_full_run_and_the_goal_follows_from_the_rows():
     assert crossing["total_bytes"] == pytest.approx((indexer + 2048 * 576 * 4) / (448 * 4))
     assert crossing["cache_bytes"] == pytest.approx(2048 * 576 / 448)
     r = report["ratios"]
+    samples = report["bandwidth_samples"]  # before the first length and after each one
+    assert len(samples) == len(held) + 1
+    for key in ("copy_bytes_per_s", "read_bytes_per_s"):
+        assert report["bandwidth"][key] == max(sample[key] for sample in samples)
     limit = max(report["bandwidth"]["copy_bytes_per_s"], report["bandwidth"]["read_bytes_per_s"])
     assert r["bandwidth_limit_bytes_per_s"] == limit
     for (setting, h), row in rows.items():

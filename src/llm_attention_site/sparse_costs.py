@@ -24,7 +24,7 @@ Not a model module: it needs matplotlib for the figure.
 from __future__ import annotations
 
 DEEPSEEK_V32 = (
-    "deepseek-ai/DeepSeek-V3.2/config.json",
+    "github.com/deepseek-ai/DeepSeek-V3.2-Exp: inference/config_671B_v3.2.json",
     dict(
         model_type="deepseek_v32",
         hidden_size=7168,
