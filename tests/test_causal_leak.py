@@ -68,6 +68,8 @@ REGISTRY = {
         embeddings,
     ),
     "LatentAttention": (lambda **kw: latent_layer(**kw), embeddings),
+    "SparseLatentAttention": (lambda **kw: sparse_latent_layer(**kw), embeddings),
+    "LightningIndexer": "not attention: it scores keys for SparseLatentAttention, which is checked with it",
     "ModernAttention": (  # a window shorter than the sequence, QK-norm and RoPE all on
         lambda **kw: _c("modern", "ModernAttention")(
             D_IN, 8, CONTEXT, 0.0, 4, 2, window=3, qk_norm=True, **kw
@@ -212,6 +214,25 @@ def latent_layer(**kw):
 def test_absorbed_latent_attention_does_not_leak(fast_path, mode):
     torch.manual_seed(0)
     module = latent_layer(fast_path=fast_path, absorb=True)
+    module.train(mode == "train")
+    assert_no_leak(module, embeddings)
+
+
+def sparse_latent_layer(**kw):
+    """Top-k 3 of up to 7 tokens: the selection decides what each query sees."""
+    return _c("sparse_latent", "SparseLatentAttention")(
+        D_IN, 8, CONTEXT, 0.0, 2, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=2,
+        v_head_dim=3, q_lora_rank=5, index_n_heads=2, index_head_dim=4, index_topk=3, **kw
+    )
+
+
+@pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("form", ["gathered", "masked-absorbed"])
+def test_sparse_latent_attention_forms_do_not_leak(form, fast_path, mode):
+    torch.manual_seed(0)
+    module = sparse_latent_layer(fast_path=fast_path, gathered=form == "gathered",
+                                 absorb=form == "masked-absorbed")
     module.train(mode == "train")
     assert_no_leak(module, embeddings)
 

@@ -15,6 +15,7 @@ import torch
 from llm_attention.hf_layers import layer_from_hf, layer_kind
 from llm_attention.latent import LatentAttention
 from llm_attention.modern import ModernAttention
+from llm_attention.sparse_latent import SparseLatentAttention
 
 pytestmark = pytest.mark.xdist_group(  # the worker that has transformers imported already
     (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern" / "combined.md").as_posix()
@@ -56,6 +57,13 @@ def tiny_configs() -> dict:
             qk_rope_head_dim=8, v_head_dim=8, intermediate_size=64,
             moe_intermediate_size=32, n_routed_experts=2, num_experts_per_tok=1,
             n_group=1, topk_group=1, first_k_dense_replace=1, vocab_size=VOCAB),
+        "deepseek_v32": t.DeepseekV32Config(  # the indexer keeps 4 of up to 9 tokens
+            hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
+            num_hidden_layers=2, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8,
+            qk_rope_head_dim=8, v_head_dim=8, index_n_heads=4, index_head_dim=16,
+            index_topk=4, intermediate_size=64, moe_intermediate_size=32,
+            n_routed_experts=2, num_experts_per_tok=1, n_group=1, topk_group=1,
+            first_k_dense_replace=1, vocab_size=VOCAB),
     }
 
 
@@ -80,6 +88,7 @@ KINDS = {  # the kinds of layer each tiny model has
     "gemma4_text": {"full_attention", "sliding_attention"},
     "gemma4_text-keys-as-values": {"full_attention", "sliding_attention"},
     "deepseek_v3": {"full_attention"},
+    "deepseek_v32": {"full_attention"},
 }
 
 
@@ -99,7 +108,8 @@ def test_every_layer_equals_transformers(family, padded):
     assert len(rows) == config.num_hidden_layers
     for row in rows:
         assert row["max_difference"] <= 1e-5, row
-    expected = LatentAttention if family == "deepseek_v3" else ModernAttention
+    expected = {"deepseek_v3": LatentAttention, "deepseek_v32": SparseLatentAttention}.get(
+        family, ModernAttention)
     assert {row["module"] for row in rows} == {expected.__name__}
     assert {row["kind"] for row in rows} == KINDS[family]  # every kind is reached
 
@@ -116,6 +126,22 @@ def test_gemma4_sharing_layers_read_their_source_and_say_so_alone():
     assert reader.kv_shared and reader.W_key is None
     with pytest.raises(TypeError, match="pass that layer's SharedKV"):
         reader(torch.randn(1, 4, 32))
+
+
+def test_deepseek_v32_layers_attend_over_the_selected_keys_only():
+    """In the whole tiny model the indexer's choice matters: dense latent attention with the
+    same weights, on the same input, gives another output."""
+    from llm_attention_site.layer_parity import record_layers
+
+    config = tiny_configs()["deepseek_v32"]
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(1))
+    for index, record in enumerate(record_layers(tiny_model(config), ids)):
+        ours = layer_from_hf(config, index, record["module"].state_dict())
+        with torch.no_grad():
+            dense = LatentAttention.forward(ours, record["input"])  # every earlier token
+            sparse = ours(record["input"])
+        torch.testing.assert_close(sparse, record["output"], atol=1e-5, rtol=1e-5)
+        assert (dense - record["output"]).abs().max() > 1e-3, index
 
 
 def test_weights_are_loaded_and_the_module_is_in_eval_mode():

@@ -35,7 +35,10 @@ family           what differs from Llama
 Gemma 4 sharing layer reads (None for a layer with its own).
 
 ``latent_attention_options(config, layer_idx)`` does the same for ``LatentAttention``
-(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``).
+(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``), and
+``sparse_latent_attention_options`` for ``SparseLatentAttention``
+(``sparse_latent.py``) from a DeepSeek-V3.2 config (``deepseek_v32``: the same latent
+attention, plus the indexer's sizes).
 
 Anything else (another family, another rope type, bidirectional attention, a layer
 that is not attention) raises a ``ValueError`` that names it: never a layer that
@@ -332,6 +335,7 @@ def kv_source_layer(config: object, layer_idx: int) -> int | None:
 
 
 LATENT_FAMILIES = ("deepseek_v3",)
+SPARSE_LATENT_FAMILIES = ("deepseek_v32",)  # latent attention over top-k tokens
 
 
 # --8<-- [start:latent]
@@ -340,11 +344,37 @@ def latent_attention_options(config: object, layer_idx: int = 0) -> dict:
     layer of DeepSeek-V3 has latent attention; its feed-forward parts differ)."""
     values = config_dict(config)
     family = values.get("model_type")
+    if family in SPARSE_LATENT_FAMILIES:
+        raise ValueError(
+            f"model_type {family!r} attends over the tokens its indexer selects: use "
+            "sparse_latent_attention_options (SparseLatentAttention), not dense "
+            "latent attention"
+        )
     if family not in LATENT_FAMILIES:
         raise ValueError(
             f"model_type {family!r} has no latent attention here; expected one of "
             f"{', '.join(LATENT_FAMILIES)}"
         )
+    return _latent_options(values, layer_idx)
+
+
+def sparse_latent_attention_options(config: object, layer_idx: int = 0) -> dict:
+    """The keyword arguments of ``SparseLatentAttention`` for layer ``layer_idx`` of a
+    DeepSeek-V3.2 config: those of ``LatentAttention`` and the indexer's sizes."""
+    values = config_dict(config)
+    family = values.get("model_type")
+    if family not in SPARSE_LATENT_FAMILIES:
+        raise ValueError(
+            f"model_type {family!r} has no sparse latent attention here; expected "
+            f"one of {', '.join(SPARSE_LATENT_FAMILIES)}"
+        )
+    return dict(
+        _latent_options(values, layer_idx), index_n_heads=values["index_n_heads"],
+        index_head_dim=values["index_head_dim"], index_topk=values["index_topk"],
+    )
+
+
+def _latent_options(values: dict, layer_idx: int) -> dict:
     layer_type(values, layer_idx)  # the index must name a layer
     rope = rope_options(values, "full_attention")
     if rope.pop("partial_rotary_factor") != 1.0:

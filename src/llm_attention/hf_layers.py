@@ -18,6 +18,8 @@ layer kind                   module
 softmax attention: full,     ``ModernAttention`` (``modern.py``)
 windowed or chunked
 latent attention (DeepSeek)  ``LatentAttention`` (``latent.py``)
+sparse latent attention      ``SparseLatentAttention`` (``sparse_latent.py``,
+(DeepSeek-V3.2)              DeepSeek Sparse Attention: an indexer's top-k)
 ===========================  ==========================================
 
 A Gemma 4 layer that reuses an earlier layer's keys and values
@@ -32,18 +34,20 @@ module that silently computes something else.
 This module lives apart from ``hf_config.py`` because it imports every layer module:
 ``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
 
-Builds on ``hf_config.py``, ``latent.py`` and ``modern.py`` of this package (and what
-they build on), imported relatively: copy them with this file, under any package name
-(its API page offers the set as one download). MIT licence: keep the first two lines of
-each file.
+Builds on ``hf_config.py``, ``latent.py``, ``modern.py`` and ``sparse_latent.py`` of
+this package (and what they build on), imported relatively: copy them with this file,
+under any package name (its API page offers the set as one download). MIT licence: keep
+the first two lines of each file.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from . import latent, modern
-from .hf_config import FAMILIES, LATENT_FAMILIES, config_dict, layer_type
+from . import latent, modern, sparse_latent
+from .hf_config import (
+    FAMILIES, LATENT_FAMILIES, SPARSE_LATENT_FAMILIES, config_dict, layer_type,
+)
 
 
 def _modern(config, layer_idx: int, overrides: dict) -> nn.Module:
@@ -52,6 +56,12 @@ def _modern(config, layer_idx: int, overrides: dict) -> nn.Module:
 
 def _latent(config, layer_idx: int, overrides: dict) -> nn.Module:
     return latent.LatentAttention.from_hf_config(config, layer_idx, **overrides)
+
+
+def _sparse_latent(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return sparse_latent.SparseLatentAttention.from_hf_config(
+        config, layer_idx, **overrides
+    )
 
 
 # (family, layer kind) -> (builder, renamer of the transformers submodule's weights).
@@ -65,6 +75,8 @@ BUILDERS = {
        for family in ("llama4_text",)},
     **{(family, None): (_latent, latent.from_hf_state_dict)
        for family in LATENT_FAMILIES},
+    **{(family, None): (_sparse_latent, sparse_latent.from_hf_state_dict)
+       for family in SPARSE_LATENT_FAMILIES},
 }
 
 
