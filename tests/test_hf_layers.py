@@ -88,7 +88,7 @@ KINDS = {  # the kinds of layer each tiny model has
     "gemma4_text": {"full_attention", "sliding_attention"},
     "gemma4_text-keys-as-values": {"full_attention", "sliding_attention"},
     "deepseek_v3": {"full_attention"},
-    "deepseek_v32": {"full_attention"},
+    "deepseek_v32": {"indexed_attention"},  # its config.layer_types says so
 }
 
 
