@@ -12,12 +12,20 @@ transformers attention submodule, ``model.layers[i].self_attn`` or
 The module it returns runs a causal prefill over positions ``0..T-1`` when called as
 ``module(x)`` on ``x`` ``(B, T, hidden_size)``, and returns ``(B, T, hidden_size)``.
 
-===========================  ==========================================
-layer kind                   module
-===========================  ==========================================
-softmax attention            ``ModernAttention`` (``modern.py``)
-latent attention (DeepSeek)  ``LatentAttention`` (``latent.py``)
-===========================  ==========================================
+================================  ===========================================
+layer kind                        module
+================================  ===========================================
+softmax attention, full or        ``ModernAttention`` (``modern.py``)
+windowed (Llama ... Qwen3-Next,
+Qwen3.5's full layers)
+latent attention (DeepSeek-V3;    ``LatentAttention`` (``latent.py``)
+Kimi Linear's full layers,
+without rotary positions)
+Gated DeltaNet (Qwen3-Next and    ``GatedDeltaNet`` (``linear_attention.py``)
+Qwen3.5's linear layers)
+Kimi Delta Attention (Kimi        ``KimiDeltaAttention``
+Linear's linear layers)           (``linear_attention.py``)
+================================  ===========================================
 
 A family or a layer kind that no module here implements is refused by name: never a
 module that silently computes something else.
@@ -25,8 +33,8 @@ module that silently computes something else.
 This module lives apart from ``hf_config.py`` because it imports every layer module:
 ``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
 
-Builds on ``hf_config.py``, ``latent.py`` and ``modern.py`` of this package (and what
-they build on), imported relatively: copy them with this file, under any package name
+Builds on ``hf_config.py``, ``latent.py``, ``linear_attention.py`` and ``modern.py`` of
+this package (and what they build on), imported relatively: copy them with this file, under any package name
 (its API page offers the set as one download). MIT licence: keep the first two lines of
 each file.
 """
@@ -35,8 +43,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from . import latent, modern
-from .hf_config import FAMILIES, LATENT_FAMILIES, config_dict, layer_type
+from . import latent, linear_attention, modern
+from .hf_config import FAMILIES, config_dict, layer_type
 
 
 def _modern(config, layer_idx: int, overrides: dict) -> nn.Module:
@@ -47,22 +55,48 @@ def _latent(config, layer_idx: int, overrides: dict) -> nn.Module:
     return latent.LatentAttention.from_hf_config(config, layer_idx, **overrides)
 
 
-# (family, layer kind) -> (builder, renamer of the transformers submodule's weights).
-# A kind of None matches every layer of the family.
+def _gated_delta_net(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return linear_attention.GatedDeltaNet.from_hf_config(config, layer_idx, **overrides)
+
+
+def _kimi_delta(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return linear_attention.KimiDeltaAttention.from_hf_config(
+        config, layer_idx, **overrides
+    )
+
+
+def _by_name(rename):
+    """A renamer that needs only the weights' names, not the module built."""
+    return lambda state_dict, module: rename(state_dict)
+
+
+def _linear_weights(state_dict: dict, module: nn.Module) -> dict:
+    """Qwen3-Next groups its projections by key head: the module says how many."""
+    return linear_attention.from_hf_state_dict(
+        state_dict, num_key_heads=module.num_key_heads
+    )
+
+
+MODERN = (_modern, _by_name(modern.from_hf_state_dict))
+LATENT = (_latent, _by_name(latent.from_hf_state_dict))
+# (family, layer kind) -> (builder, renamer of the transformers submodule's weights,
+# called with them and the module built). A kind of None matches every layer.
 BUILDERS = {
-    **{(family, "full_attention"): (_modern, modern.from_hf_state_dict)
-       for family in FAMILIES},
-    **{(family, "sliding_attention"): (_modern, modern.from_hf_state_dict)
-       for family in FAMILIES},
-    **{(family, None): (_latent, latent.from_hf_state_dict)
-       for family in LATENT_FAMILIES},
+    **{(family, "full_attention"): MODERN for family in FAMILIES},
+    **{(family, "sliding_attention"): MODERN for family in FAMILIES},
+    ("deepseek_v3", None): LATENT,
+    ("kimi_linear", "full_attention"): LATENT,
+    ("qwen3_next", "linear_attention"): (_gated_delta_net, _linear_weights),
+    ("qwen3_5_text", "linear_attention"): (_gated_delta_net, _linear_weights),
+    ("kimi_linear", "linear_attention"): (_kimi_delta, _linear_weights),
 }
 
 
 def layer_kind(config: object, layer_idx: int) -> tuple[str, str]:
     """``(model_type, kind)`` of decoder layer ``layer_idx``: the kind is what the
     config's ``layer_types`` (or its family's pattern) says, for example
-    ``"full_attention"``, ``"sliding_attention"`` or ``"linear_attention"``."""
+    ``"full_attention"``, ``"sliding_attention"`` or ``"linear_attention"``. A
+    Qwen3.5 config's ``model_type`` is that of its text part, ``"qwen3_5_text"``."""
     values = config_dict(config)
     return values.get("model_type"), layer_type(values, layer_idx)
 
@@ -91,6 +125,6 @@ def layer_from_hf(
     build, rename = entry
     module = build(config, layer_idx, overrides)
     if state_dict is not None:
-        module.load_state_dict(rename(dict(state_dict)))
+        module.load_state_dict(rename(dict(state_dict), module))
     return module.eval()
 # --8<-- [end:layer_from_hf]
