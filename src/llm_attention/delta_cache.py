@@ -112,7 +112,8 @@ class DeltaStateCache:
     def update(self, conv_window, state, num_new: int, padding_mask=None) -> None:
         """Keep what a layer computed after ``num_new`` more tokens (``padding_mask``
         ``(B, num_new)`` or None: which of them were real)."""
-        if conv_window.shape != self.conv_window.shape or state.shape != self.state.shape:
+        shapes = (conv_window.shape, state.shape)
+        if shapes != (self.conv_window.shape, self.state.shape):
             raise ValueError(
                 f"expected a window {tuple(self.conv_window.shape)} and a state "
                 f"{tuple(self.state.shape)}, got {tuple(conv_window.shape)} and "
@@ -131,7 +132,7 @@ class DeltaStateCache:
 def check_left_padding(padding_mask: torch.Tensor, started=None) -> None:
     """``padding_mask`` ``(B, T)`` (True = real token) may only pad a row before its
     first real token; ``started`` ``(B,)``: rows that already read one (a cache's)."""
-    seen = padding_mask.int().cummax(dim=1).values.bool()  # (B, T): from a real token on
+    seen = padding_mask.int().cummax(dim=1).values.bool()  # (B, T): real token seen
     if started is not None:
         seen = seen | started.unsqueeze(1)  # (B, T)
     late = seen & ~padding_mask  # (B, T): padding after a real token

@@ -154,7 +154,9 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64):
     carried to the next chunk is ``G_C S_0 + sum_j G_C G_j^-1 k_j u_j^T``.
     """
     _check(q, k, v, g, beta, state, tokens=True)
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or (
+        chunk_size < 1
+    ):
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     b, h, num_tokens, d_k = k.shape
     if state is None:
@@ -180,6 +182,7 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64):
         outputs.append((q_c * log_decay.exp()) @ state + scores @ written)
         total = log_decay[:, :, -1:]  # (B, H, 1, 1 or d_k): the whole chunk's decay
         carried = k_c * (total - log_decay).exp()  # (B, H, C, d_k): G_C G_j^-1 k_j
-        state = total.exp().transpose(-1, -2) * state + carried.transpose(-1, -2) @ written
+        state = (total.exp().transpose(-1, -2) * state  # (B, H, d_k, d_v): decayed
+                 + carried.transpose(-1, -2) @ written)  # plus the chunk's writes
     return torch.cat(outputs, dim=2), state  # (B, H, T, d_v), (B, H, d_k, d_v)
 # --8<-- [end:chunked]

@@ -53,7 +53,7 @@ FORMS = ("chunked", "recurrent")
 
 
 def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """``x / sqrt(|x|^2 + eps)`` over the last axis (the eps of transformers and fla)."""
+    """``x / sqrt(|x|^2 + eps)`` over the last axis (transformers' and fla's eps)."""
     return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
 
 
@@ -65,7 +65,9 @@ class GatedRMSNorm(nn.Module):
     def __init__(self, width: int, eps: float = 1e-6, activation: str = "silu") -> None:
         check_size("width", width)
         if activation not in ("silu", "sigmoid"):
-            raise ValueError(f"activation must be 'silu' or 'sigmoid', got {activation!r}")
+            raise ValueError(
+                f"activation must be 'silu' or 'sigmoid', got {activation!r}"
+            )
         super().__init__()
         self.weight = nn.Parameter(torch.ones(width))  # (d_v,)
         self.eps = eps
@@ -108,7 +110,8 @@ class DeltaRuleLayer(nn.Module):
         if num_heads % num_key_heads:
             raise ValueError(
                 "num_key_heads must divide num_heads (each key head serves a group of "
-                f"value heads), got num_heads={num_heads}, num_key_heads={num_key_heads}"
+                f"value heads), got num_heads={num_heads}, "
+                f"num_key_heads={num_key_heads}"
             )
         if isinstance(norm_eps, bool) or not isinstance(norm_eps, numbers.Real) or not (
             norm_eps > 0
@@ -281,13 +284,15 @@ class GatedDeltaNet(DeltaRuleLayer):
     """
 
     def __init__(
-        self, d_in: int, d_out: int, num_heads: int, *, num_key_heads: int | None = None,
-        key_head_dim: int, value_head_dim: int, conv_kernel: int = 4,
+        self, d_in: int, d_out: int, num_heads: int, *,
+        num_key_heads: int | None = None, key_head_dim: int, value_head_dim: int,
+        conv_kernel: int = 4,
         norm_eps: float = 1e-6, chunk_size: int = 64, form: str = "chunked",
     ) -> None:
         num_key_heads = num_heads if num_key_heads is None else num_key_heads
         super().__init__(d_in, d_out, num_heads, num_key_heads, key_head_dim,
-                         value_head_dim, conv_kernel, norm_eps, chunk_size, form, "silu")
+                         value_head_dim, conv_kernel, norm_eps, chunk_size, form,
+                         "silu")
         self.W_gate = nn.Linear(d_in, num_heads * value_head_dim, bias=False)  # z
         self.W_beta = nn.Linear(d_in, num_heads, bias=False)  # b
         self.W_decay = nn.Linear(d_in, num_heads, bias=False)  # a
@@ -359,7 +364,8 @@ class KimiDeltaAttention(DeltaRuleLayer):
     def from_hf_config(cls, config, layer_idx: int = 0, **overrides):
         """KDA layer ``layer_idx`` of a Kimi Linear config (transformers object or
         ``config.json`` dict)."""
-        return cls(**{**_options(config, layer_idx, "Kimi Delta Attention"), **overrides})
+        options = _options(config, layer_idx, "Kimi Delta Attention")
+        return cls(**{**options, **overrides})
 # --8<-- [end:kda]
 
 
