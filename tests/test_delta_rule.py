@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llm_attention.delta_rule import chunked, decay_within, recurrent, step
+from llm_attention.delta_rule import chunked, decay_within, recurrent, step, step_in_place
 
 B, H, D_K, D_V = 2, 3, 8, 5
 
@@ -70,6 +70,21 @@ def test_recurrent_is_step_in_a_loop():
         o, state = step(q[:, :, t], k[:, :, t], v[:, :, t], g[:, :, t], beta[:, :, t], state)
         assert torch.equal(o, out[:, :, t])
     assert torch.equal(state, final)
+
+
+@DECAYS
+def test_step_in_place_is_step_writing_into_the_state(per_channel):
+    q, k, v, g, beta, state = rule_inputs(3, per_channel)
+    held = state.clone()
+    with torch.no_grad():
+        for t in range(3):
+            args = (q[:, :, t], k[:, :, t], v[:, :, t], g[:, :, t], beta[:, :, t])
+            want, state = step(*args, state)
+            got = step_in_place(*args, held)
+            assert torch.equal(got, want) or (got - want).abs().max() <= 1e-14
+    assert (held - state).abs().max() <= 1e-14
+    with pytest.raises(ValueError, match=r"no gradients"):
+        step_in_place(*(t[:, :, 0].requires_grad_() for t in (q, k, v, g, beta)), held)
 
 
 def test_a_full_write_is_read_back_exactly_and_a_blank_token_changes_nothing():

@@ -17,7 +17,8 @@ DeltaNet, ``g`` of shape ``(B, H, T)``) or one per key channel (Kimi Delta Atten
 difference is written. With ``beta = 1`` and unit keys, reading ``k_t`` back right after
 the write gives exactly ``v_t``.
 
-- ``step``: one token, the definition (decoding uses it);
+- ``step``: one token, the definition; ``step_in_place`` the same for decoding
+  without gradients, writing into the state it is given;
 - ``recurrent``: ``step`` in a loop over the tokens;
 - ``chunked``: the same outputs and final state with matrix products inside chunks of
   ``C`` tokens and a loop over chunks only. Any ``T``: the last chunk may be shorter.
@@ -93,6 +94,25 @@ def step(q, k, v, g, beta, state):
     out = (q.unsqueeze(-2) @ state).squeeze(-2)  # (B, H, d_v): S^T q
     return out, state
 # --8<-- [end:step]
+
+
+def step_in_place(q, k, v, g, beta, state):
+    """``step`` for decoding without gradients: the new state is written into
+    ``state`` ``(B, H, d_k, d_v)`` (contiguous) instead of a new tensor, so that a
+    token costs no fresh state-sized allocation. Returns the output ``(B, H, d_v)``."""
+    _check(q, k, v, g, beta, state, tokens=False)
+    if state is None or not state.is_contiguous() or torch.is_grad_enabled() and (
+        state.requires_grad or any(t.requires_grad for t in (q, k, v, g, beta))
+    ):
+        raise ValueError("step_in_place needs a contiguous state and no gradients "
+                         "(use step to differentiate)")
+    b, h, d_k, d_v = state.shape
+    state.mul_(_per_channel(g, k).exp().unsqueeze(-1))  # (B, H, d_k, d_v): decayed
+    flat = state.view(b * h, d_k, d_v)  # the same memory
+    recalled = torch.bmm(k.reshape(b * h, 1, d_k), flat).view(b, h, d_v)  # S'^T k
+    written = beta.unsqueeze(-1) * (v - recalled)  # (B, H, d_v)
+    flat.baddbmm_(k.reshape(b * h, d_k, 1), written.reshape(b * h, 1, d_v))  # + k u^T
+    return torch.bmm(q.reshape(b * h, 1, d_k), flat).view(b, h, d_v)  # S^T q
 
 
 # --8<-- [start:recurrent]
@@ -172,11 +192,11 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64):
         size = k_c.shape[2]
         eye = torch.eye(size, dtype=k.dtype, device=k.device)  # (C, C)
         system = eye + decayed_products(beta_c * k_c, k_c, decay).tril(-1)  # I + A
-        right = torch.cat((beta_c * v_c, beta_c * log_decay.exp() * k_c), dim=-1)
-        solved = torch.linalg.solve_triangular(
-            system, right, upper=False, unitriangular=True
-        )  # (B, H, C, d_v + d_k)
-        values, keys_read = solved.split([v.shape[-1], d_k], dim=-1)
+        inverse = torch.linalg.solve_triangular(
+            system, eye, upper=False, unitriangular=True
+        )  # (B, H, C, C): (I + A)^-1, lower triangular
+        values = inverse @ (beta_c * v_c)  # (B, H, C, d_v): the part without S_0
+        keys_read = inverse @ (beta_c * log_decay.exp() * k_c)  # (B, H, C, d_k)
         written = values - keys_read @ state  # (B, H, C, d_v): u
         scores = decayed_products(q_c, k_c, decay)  # (B, H, C, C), j <= i
         outputs.append((q_c * log_decay.exp()) @ state + scores @ written)

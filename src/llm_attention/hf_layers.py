@@ -56,13 +56,21 @@ def _latent(config, layer_idx: int, overrides: dict) -> nn.Module:
     return latent.LatentAttention.from_hf_config(config, layer_idx, **overrides)
 
 
+def _linear(overrides: dict) -> dict:
+    """A linear layer reads any number of tokens: a ``context_length`` given for the
+    whole model applies to its softmax layers only."""
+    return {name: value for name, value in overrides.items() if name != "context_length"}
+
+
 def _gated_delta_net(config, layer_idx: int, overrides: dict) -> nn.Module:
-    return linear_attention.GatedDeltaNet.from_hf_config(config, layer_idx, **overrides)
+    return linear_attention.GatedDeltaNet.from_hf_config(
+        config, layer_idx, **_linear(overrides)
+    )
 
 
 def _kimi_delta(config, layer_idx: int, overrides: dict) -> nn.Module:
     return linear_attention.KimiDeltaAttention.from_hf_config(
-        config, layer_idx, **overrides
+        config, layer_idx, **_linear(overrides)
     )
 
 
@@ -109,7 +117,8 @@ def layer_from_hf(
     """Our module for decoder layer ``layer_idx`` of ``config`` (a transformers config
     or a ``config.json`` dict), in eval mode, with the weights of ``state_dict`` (that
     layer's transformers attention submodule's ``state_dict()``) when given.
-    ``overrides`` replace options, for example ``context_length=4096``."""
+    ``overrides`` replace options, for example ``context_length=4096`` (which a
+    linear-attention layer, having no limit, ignores)."""
     family, kind = layer_kind(config, layer_idx)
     entry = BUILDERS.get((family, kind)) or BUILDERS.get((family, None))
     if entry is None:

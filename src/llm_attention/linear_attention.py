@@ -46,7 +46,7 @@ from torch import nn
 
 from .checks import check_inputs, check_size
 from .delta_cache import DeltaStateCache, check_left_padding
-from .delta_rule import chunked, recurrent, step
+from .delta_rule import chunked, recurrent, step, step_in_place
 from .hf_config import config_dict, linear_attention_options, rename_weights
 
 FORMS = ("chunked", "recurrent")
@@ -92,8 +92,9 @@ class DeltaRuleLayer(nn.Module):
     ``output_gate``.
 
     ``form``: ``"chunked"`` (chunks of ``chunk_size``) or ``"recurrent"`` (token by
-    token) for prompts; one token always takes ``delta_rule.step``. Both give the same
-    result; the attribute may be switched at any time.
+    token) for prompts; one token always takes ``delta_rule.step`` (without
+    gradients, ``step_in_place``: a cache's state is then updated where it lies). The
+    forms give the same result; the attribute may be switched at any time.
     """
 
     def __init__(
@@ -168,6 +169,7 @@ class DeltaRuleLayer(nn.Module):
             cache.update(window, state, num_tokens, padding_mask)
         return out
 
+    # --8<-- [start:short_conv]
     def short_conv(self, mixed: torch.Tensor, window: torch.Tensor):
         """Causal depth-wise convolution over time: each of the ``C`` channels mixes
         its own last ``K`` inputs. ``mixed`` ``(B, T, C)``, ``window`` ``(B, C, K - 1)``
@@ -176,6 +178,7 @@ class DeltaRuleLayer(nn.Module):
         inputs = torch.cat((window, mixed.transpose(1, 2)), dim=-1)  # (B, C, K-1+T)
         out = F.silu(self.conv(inputs))  # (B, C, T): no padding, the window is it
         return out.transpose(1, 2), inputs[:, :, mixed.shape[1]:]  # .., (B, C, K - 1)
+    # --8<-- [end:short_conv]
 
     def split_heads(self, mixed: torch.Tensor):
         """``(B, T, C)`` -> queries, keys ``(B, H_k, T, d_k)``, values
@@ -193,8 +196,12 @@ class DeltaRuleLayer(nn.Module):
             if state is None:
                 state = values.new_zeros(*keys.shape[:2], keys.shape[-1],
                                          values.shape[-1])  # (B, H, d_k, d_v)
-            out, state = step(queries[:, :, 0], keys[:, :, 0], values[:, :, 0],
-                              g[:, :, 0], beta[:, :, 0], state)  # (B, H, d_v)
+            one = (queries[:, :, 0], keys[:, :, 0], values[:, :, 0], g[:, :, 0],
+                   beta[:, :, 0])  # (B, H, d_k), ..., (B, H)
+            if torch.is_grad_enabled() or not state.is_contiguous():
+                out, state = step(*one, state)  # (B, H, d_v)
+            else:  # the cache's state updated where it lies: no new tensor per token
+                out = step_in_place(*one, state)  # (B, H, d_v)
             return out.unsqueeze(2), state  # (B, H, 1, d_v)
         if self.form == "recurrent":
             return recurrent(queries, keys, values, g, beta, state)
@@ -298,6 +305,7 @@ class GatedDeltaNet(DeltaRuleLayer):
         self.W_decay = nn.Linear(d_in, num_heads, bias=False)  # a
         self.A_log, self.dt_bias = _decay_parameters(num_heads, num_heads)  # (H,)
 
+    # --8<-- [start:gdn_gates]
     def gates(self, x):
         dtype = torch.promote_types(x.dtype, torch.float32)
         beta = torch.sigmoid(self.W_beta(x).to(dtype))  # (B, T, H), in (0, 1)
@@ -307,6 +315,7 @@ class GatedDeltaNet(DeltaRuleLayer):
 
     def output_gate(self, x):
         return self.W_gate(x)  # (B, T, H d_v)
+    # --8<-- [end:gdn_gates]
 
     @classmethod
     def from_hf_config(cls, config, layer_idx: int = 0, **overrides):
@@ -348,6 +357,7 @@ class KimiDeltaAttention(DeltaRuleLayer):
         self.W_gate_up = nn.Linear(head_dim, width, bias=False)
         self.A_log, self.dt_bias = _decay_parameters(width, num_heads)  # (H,), (H d_k,)
 
+    # --8<-- [start:kda_gates]
     def gates(self, x):
         dtype = torch.promote_types(x.dtype, torch.float32)
         b, num_tokens, _ = x.shape
@@ -359,6 +369,7 @@ class KimiDeltaAttention(DeltaRuleLayer):
 
     def output_gate(self, x):
         return self.W_gate_up(self.W_gate_down(x))  # (B, T, H d_v)
+    # --8<-- [end:kda_gates]
 
     @classmethod
     def from_hf_config(cls, config, layer_idx: int = 0, **overrides):
