@@ -207,3 +207,38 @@ def test_what_the_linear_layers_do_not_implement_is_refused_by_name():
     kimi = tiny_configs()["kimi_linear"].to_dict()
     with pytest.raises(ValueError, match=r"mla_use_nope=False"):
         layer_from_hf({**kimi, "mla_use_nope": False}, 1)
+
+
+@pytest.mark.parametrize("name", ["Qwen3-Next 80B-A3B", "Qwen3.5 9B", "Kimi Linear 48B-A3B"])
+def test_published_hybrids_read_as_transformers_reads_them(name):
+    """The page's published config.json fields, read by us and by transformers' own config
+    class, give the same layers; and the values are those the config class defaults to,
+    but for the longer context the checkpoints publish (and Kimi Linear's layer lists)."""
+    import transformers as t
+
+    from llm_attention.hf_config import config_dict
+    from llm_attention_site.families import HYBRIDS
+
+    published = HYBRIDS[name][1]
+    cls = {"Qwen3-Next 80B-A3B": t.Qwen3NextConfig, "Qwen3.5 9B": t.Qwen3_5Config,
+           "Kimi Linear 48B-A3B": t.KimiLinearConfig}[name]
+    theirs = cls(**{k: v for k, v in published.items() if k != "model_type"})
+    if name == "Qwen3.5 9B":
+        theirs = theirs.text_config
+    ours = config_dict(published)
+    count = ours["num_hidden_layers"]
+    assert [layer_kind(theirs, i)[1] for i in range(count)] == [
+        layer_kind(published, i)[1] for i in range(count)]
+    with torch.device("meta"):
+        for kind in ("linear_attention", "full_attention"):
+            i = [layer_kind(published, j)[1] for j in range(count)].index(kind)
+            assert repr(layer_from_hf(theirs, i, context_length=8)) == repr(
+                layer_from_hf(published, i, context_length=8))
+    defaults = (t.Qwen3_5TextConfig() if name == "Qwen3.5 9B" else cls()).to_dict()
+    differ = {k for k in ours if k in defaults and defaults[k] != ours[k]}
+    assert differ <= {"max_position_embeddings", "rope_parameters"}, differ
+    if name == "Kimi Linear 48B-A3B":  # the nested sizes are the class's defaults too
+        nested = published["linear_attn_config"]
+        assert (nested["num_heads"], nested["head_dim"], nested["short_conv_kernel_size"]) == (
+            defaults["linear_num_heads"], defaults["linear_head_dim"],
+            defaults["linear_conv_kernel_dim"])

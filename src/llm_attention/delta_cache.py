@@ -18,8 +18,9 @@ million.
 position as absent (the state is left as it was, the convolution sees zeros), which
 is exact only while no real token came before it in its row.
 
-Needs torch and the standard library only. MIT licence: copy freely, and keep the
-first two lines.
+Builds on ``checks.py`` of this package, imported relatively: copy it with this file,
+under any package name (its API page offers the set as one download). MIT licence: keep
+the first two lines of each file.
 """
 
 from __future__ import annotations

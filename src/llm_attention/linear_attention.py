@@ -84,7 +84,6 @@ class GatedRMSNorm(nn.Module):
         return f"{self.weight.shape[0]}, eps={self.eps}, activation={self.activation}"
 
 
-# --8<-- [start:layer]
 class DeltaRuleLayer(nn.Module):
     """What Gated DeltaNet and Kimi Delta Attention share: the query/key/value
     projection and its short convolution, the delta rule, the gated norm and the
@@ -216,6 +215,7 @@ class DeltaRuleLayer(nn.Module):
         raise NotImplementedError
 
     def check_cache(self, cache, x) -> None:
+        """A cache must be this layer's ``DeltaStateCache``, for ``x``'s batch."""
         if cache is None:
             return
         if not isinstance(cache, DeltaStateCache):
@@ -231,6 +231,7 @@ class DeltaRuleLayer(nn.Module):
             )
 
     def make_cache_shapes(self, batch_size: int) -> tuple:
+        """The window's and the state's shapes for ``batch_size`` sequences."""
         return ((batch_size, self.conv.in_channels, self.conv.kernel_size[0] - 1),
                 (batch_size, self.num_heads, self.key_head_dim, self.value_head_dim))
 
@@ -248,10 +249,10 @@ class DeltaRuleLayer(nn.Module):
                 f"key_head_dim={self.key_head_dim}, "
                 f"value_head_dim={self.value_head_dim}, form={self.form!r}, "
                 f"chunk_size={self.chunk_size}")
-# --8<-- [end:layer]
 
 
 def check_form(form: object) -> None:
+    """``form`` must name one of ``FORMS``."""
     if form not in FORMS:
         raise ValueError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
 
@@ -264,7 +265,6 @@ def _decay_parameters(num_values: int, num_heads: int):
     return nn.Parameter(a.log()), nn.Parameter(dt + torch.log(-torch.expm1(-dt)))
 
 
-# --8<-- [start:gdn]
 class GatedDeltaNet(DeltaRuleLayer):
     r"""Gated DeltaNet as Qwen3-Next and Qwen3.5 run it: one decay per head and
     token, grouped key heads, a SiLU output gate.
@@ -322,10 +322,8 @@ class GatedDeltaNet(DeltaRuleLayer):
         """Linear-attention layer ``layer_idx`` of a Qwen3-Next or Qwen3.5 config
         (transformers object or ``config.json`` dict)."""
         return cls(**{**_options(config, layer_idx, "Gated DeltaNet"), **overrides})
-# --8<-- [end:gdn]
 
 
-# --8<-- [start:kda]
 class KimiDeltaAttention(DeltaRuleLayer):
     r"""Kimi Delta Attention (Kimi Linear): the gated delta rule with one decay per
     key channel, ``D_t = diag(exp(g_t))``, from a low-rank projection; a low-rank
@@ -335,9 +333,15 @@ class KimiDeltaAttention(DeltaRuleLayer):
       \qquad o_t = S_t^\top q_t$$
 
     Args:
-        d_in, d_out, num_heads, conv_kernel, norm_eps, chunk_size, form: as in
-            ``GatedDeltaNet``.
+        d_in: width of each input token vector (the model width).
+        d_out: width of the output (the model width too).
+        num_heads: ``H``, heads for queries, keys and values alike, each with its own
+            state.
         head_dim: ``d_k = d_v``, and the rank of the two low-rank projections.
+        conv_kernel: ``K``, the short convolution's length.
+        norm_eps: the epsilon of the output norm.
+        chunk_size: tokens per chunk in the chunked form.
+        form: ``"chunked"`` or ``"recurrent"`` (same result).
 
     Shapes: as ``GatedDeltaNet``; ``g`` is ``(B, H, T, d_k)``.
     """
@@ -377,7 +381,6 @@ class KimiDeltaAttention(DeltaRuleLayer):
         ``config.json`` dict)."""
         options = _options(config, layer_idx, "Kimi Delta Attention")
         return cls(**{**options, **overrides})
-# --8<-- [end:kda]
 
 
 def _options(config, layer_idx: int, kind: str) -> dict:
