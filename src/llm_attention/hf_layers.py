@@ -59,7 +59,8 @@ def _latent(config, layer_idx: int, overrides: dict) -> nn.Module:
 def _linear(overrides: dict) -> dict:
     """A linear layer reads any number of tokens: a ``context_length`` given for the
     whole model applies to its softmax layers only."""
-    return {name: value for name, value in overrides.items() if name != "context_length"}
+    return {name: value for name, value in overrides.items()
+            if name != "context_length"}
 
 
 def _gated_delta_net(config, layer_idx: int, overrides: dict) -> nn.Module:

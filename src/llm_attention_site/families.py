@@ -262,6 +262,27 @@ HYBRIDS = {
 }
 
 
+def hybrid_memory(name: str) -> tuple[int, int, int, int]:
+    """What one sequence keeps in a hybrid of ``HYBRIDS``: ``(full layers, bytes of
+    their caches per token, linear layers, bytes of each one's state)``, weighed with
+    the layers' own caches (``make_cache(1).nbytes``, built on the ``meta`` device),
+    bfloat16 but for the linear layers' state, which is float32."""
+    import torch
+
+    from llm_attention.hf_layers import layer_from_hf
+
+    config = HYBRIDS[name][1]
+    count = config_dict(config)["num_hidden_layers"]
+    kinds = [layer_type(config_dict(config), i) for i in range(count)]
+    with torch.device("meta"):  # shapes only: nothing allocated
+        full = layer_from_hf(config, kinds.index("full_attention"), context_length=1)
+        linear = layer_from_hf(config, kinds.index("linear_attention"))
+        per_token = full.to(torch.bfloat16).make_cache(1).nbytes  # room for one token
+        state = linear.to(torch.bfloat16).make_cache(1).nbytes
+    full_count, linear_count = kinds.count("full_attention"), kinds.count("linear_attention")
+    return full_count, per_token, linear_count, state
+
+
 def ideas(options: dict) -> list[str]:
     """The options of a layer that differ from plain grouped-query attention."""
     found = []
