@@ -279,8 +279,8 @@ def hybrid_memory(name: str) -> tuple[int, int, int, int]:
         linear = layer_from_hf(config, kinds.index("linear_attention"))
         per_token = full.to(torch.bfloat16).make_cache(1).nbytes  # room for one token
         state = linear.to(torch.bfloat16).make_cache(1).nbytes
-    full_count, linear_count = kinds.count("full_attention"), kinds.count("linear_attention")
-    return full_count, per_token, linear_count, state
+    full_count = kinds.count("full_attention")
+    return full_count, per_token, kinds.count("linear_attention"), state
 
 
 def ideas(options: dict) -> list[str]:
