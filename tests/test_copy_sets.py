@@ -106,6 +106,22 @@ EXAMPLES = {
             sliding_window=4, query_pre_attn_scalar=8, attn_logit_softcapping=50.0), 0)
         result = torch.tensor([options["window"], options["scale"], options["softcap"]])
     """,
+    "chunked.py": """
+        cache = m.ChunkedKVCache(2, 1, 4, 3)
+        keys = torch.randn(2, 1, 7, 4)
+        padding = torch.ones(2, 7, dtype=torch.bool)
+        padding[1, :2] = False
+        returned = cache.append(keys, keys.clone(), padding)
+        mask = m.chunk_mask(0, 7, 0, 7, 3, m.left_padding(padding))
+        result = (returned[0], mask, cache.left_padding, torch.tensor(cache.held))
+    """,
+    "kv_sharing.py": """
+        shared = m.SharedKV()
+        keys = torch.randn(2, 1, 5, 4)
+        shared.append(keys, keys * 2)
+        got_keys, got_values, padding, start = shared.read(5)
+        result = (got_keys, got_values, padding, torch.tensor(start))
+    """,
     "latent.py": """
         layer = m.LatentAttention(16, 16, 32, 0.0, 4, kv_lora_rank=8, qk_nope_head_dim=4,
                                   qk_rope_head_dim=4, v_head_dim=4, q_lora_rank=8).eval()
@@ -113,6 +129,26 @@ EXAMPLES = {
         cache = layer.make_cache(2)
         steps = [layer(x[:, :4], cache=cache)] + [layer(x[:, t : t + 1], cache=cache) for t in (4, 5)]
         layer.absorb = True
+        result = (layer(x), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
+    """,
+    "lightning_indexer.py": """
+        indexer = m.LightningIndexer(16, 8, 3, 8, 4).eval()
+        cos, sin = load("rope").rope_tables(4, 32)
+        x, query_latent = torch.randn(2, 6, 16), torch.randn(2, 6, 8)
+        with torch.no_grad():
+            keys = indexer.keys(x, cos, sin, 0)
+            scores = indexer.scores(x, query_latent, keys, cos, sin, 0)
+        hidden = torch.ones(6, 6, dtype=torch.bool).triu(1)
+        result = (scores, m.top_k_keys(scores, hidden, 3).sort(dim=-1).values)
+    """,
+    "sparse_latent.py": """
+        layer = m.SparseLatentAttention(16, 16, 32, 0.0, 4, kv_lora_rank=8, qk_nope_head_dim=4,
+                                        qk_rope_head_dim=4, v_head_dim=4, q_lora_rank=8,
+                                        index_n_heads=2, index_head_dim=8, index_topk=3).eval()
+        x = torch.randn(2, 6, 16)
+        cache = layer.make_cache(2)
+        steps = [layer(x[:, :4], cache=cache)] + [layer(x[:, t : t + 1], cache=cache) for t in (4, 5)]
+        layer.gathered = True
         result = (layer(x), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
     """,
     "hf_layers.py": """

@@ -21,6 +21,7 @@ from llm_attention.hf_layers import layer_from_hf, layer_kind
 from llm_attention.latent import LatentAttention
 from llm_attention.linear_attention import GatedDeltaNet, KimiDeltaAttention
 from llm_attention.modern import ModernAttention
+from llm_attention.sparse_latent import SparseLatentAttention
 
 pytestmark = pytest.mark.xdist_group(  # the worker that has transformers imported already
     (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern" / "combined.md").as_posix()
@@ -33,10 +34,16 @@ LINEAR = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_
               linear_value_head_dim=6)
 MOE = dict(num_experts=2, num_experts_per_tok=1, moe_intermediate_size=32)
 # family -> the module class of each layer kind
+SOFTMAX = {"full_attention": ModernAttention, "sliding_attention": ModernAttention}
 EXPECTED = {
-    "gemma3_text": {"full_attention": ModernAttention, "sliding_attention": ModernAttention},
-    "gpt_oss": {"full_attention": ModernAttention, "sliding_attention": ModernAttention},
+    "gemma3_text": SOFTMAX,
+    "gpt_oss": SOFTMAX,
+    "llama4_text": {"full_attention": ModernAttention, "chunked_attention": ModernAttention},
+    "smollm3": SOFTMAX,
+    "gemma4_text": SOFTMAX,
+    "gemma4_text-keys-as-values": SOFTMAX,
     "deepseek_v3": {"full_attention": LatentAttention},
+    "deepseek_v32": {"full_attention": SparseLatentAttention},
     "qwen3_next": {"linear_attention": GatedDeltaNet, "full_attention": ModernAttention},
     "qwen3_5_text": {"linear_attention": GatedDeltaNet, "full_attention": ModernAttention},
     "kimi_linear": {"linear_attention": KimiDeltaAttention, "full_attention": LatentAttention},
@@ -53,12 +60,35 @@ def tiny_configs() -> dict:
         "gpt_oss": t.GptOssConfig(
             **SMALL, num_hidden_layers=2, sliding_window=5, num_local_experts=2,
             num_experts_per_tok=1),
+        "llama4_text": t.Llama4TextConfig(  # chunks of 4: three in 9 tokens
+            **SMALL, num_hidden_layers=4, attention_chunk_size=4, floor_scale=2,
+            num_local_experts=2, intermediate_size_mlp=64),
+        "smollm3": t.SmolLM3Config(  # a window on the layer without positions
+            **SMALL, num_hidden_layers=4, use_sliding_window=True, sliding_window=5,
+            pad_token_id=0),
+        "gemma4_text": t.Gemma4TextConfig(  # E2B's kind: the last three layers share
+            **SMALL, num_hidden_layers=6, sliding_window=5, global_head_dim=32,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+            num_kv_shared_layers=3, hidden_size_per_layer_input=8,
+            vocab_size_per_layer_input=VOCAB),
+        "gemma4_text-keys-as-values": t.Gemma4TextConfig(  # 31B's kind: no sharing
+            **SMALL, num_hidden_layers=3, sliding_window=5, global_head_dim=32,
+            attention_k_eq_v=True, num_global_key_value_heads=1,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+            hidden_size_per_layer_input=0),
         "deepseek_v3": t.DeepseekV3Config(
             hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
             num_hidden_layers=2, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8,
             qk_rope_head_dim=8, v_head_dim=8, intermediate_size=64,
             moe_intermediate_size=32, n_routed_experts=2, num_experts_per_tok=1,
             n_group=1, topk_group=1, first_k_dense_replace=1, vocab_size=VOCAB),
+        "deepseek_v32": t.DeepseekV32Config(  # the indexer keeps 4 of up to 9 tokens
+            hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
+            num_hidden_layers=2, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8,
+            qk_rope_head_dim=8, v_head_dim=8, index_n_heads=4, index_head_dim=16,
+            index_topk=4, intermediate_size=64, moe_intermediate_size=32,
+            n_routed_experts=2, num_experts_per_tok=1, n_group=1, topk_group=1,
+            first_k_dense_replace=1, vocab_size=VOCAB),
         "qwen3_next": t.Qwen3NextConfig(
             **SMALL, **LINEAR, **MOE, num_hidden_layers=4, shared_expert_intermediate_size=32),
         "qwen3_5_text": t.Qwen3_5TextConfig(**SMALL, **LINEAR, num_hidden_layers=4),
@@ -111,6 +141,36 @@ def test_every_layer_equals_transformers(family, padded):
         assert row["max_difference"] <= 1e-5, row
         assert row["module"] == EXPECTED[family][row["kind"]].__name__, row
     assert {row["kind"] for row in rows} == set(EXPECTED[family])  # every kind reached
+
+
+def test_gemma4_sharing_layers_read_their_source_and_say_so_alone():
+    """The last three layers of the tiny Gemma 4 have no key or value projection; called
+    alone, the module says what it needs; its source is the last layer of its kind."""
+    from llm_attention.hf_config import kv_source_layer
+
+    config = tiny_configs()["gemma4_text"]
+    assert [kv_source_layer(config, i) for i in range(6)] == [None] * 3 + [1, 1, 2]
+    model = tiny_model(config)
+    reader = layer_from_hf(config, 3, model.model.layers[3].self_attn.state_dict())
+    assert reader.kv_shared and reader.W_key is None
+    with pytest.raises(TypeError, match="pass that layer's SharedKV"):
+        reader(torch.randn(1, 4, 32))
+
+
+def test_deepseek_v32_layers_attend_over_the_selected_keys_only():
+    """In the whole tiny model the indexer's choice matters: dense latent attention with the
+    same weights, on the same input, gives another output."""
+    from llm_attention_site.layer_parity import record_layers
+
+    config = tiny_configs()["deepseek_v32"]
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(1))
+    for index, record in enumerate(record_layers(tiny_model(config), ids)):
+        ours = layer_from_hf(config, index, record["module"].state_dict())
+        with torch.no_grad():
+            dense = LatentAttention.forward(ours, record["input"])  # every earlier token
+            sparse = ours(record["input"])
+        torch.testing.assert_close(sparse, record["output"], atol=1e-5, rtol=1e-5)
+        assert (dense - record["output"]).abs().max() > 1e-3, index
 
 
 def test_weights_are_loaded_and_the_module_is_in_eval_mode():

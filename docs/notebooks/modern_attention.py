@@ -185,6 +185,35 @@ print(f"cache: {latent_cache.entries.shape[-1]} numbers per token, "
 assert absorbed_gap < 1e-5
 
 # %% [markdown]
+# ## Sparse attention
+#
+# DeepSeek-V3.2 puts a lightning indexer in front of latent attention: a few small ReLU heads
+# score every earlier token, each query keeps the `index_topk` best, and attention runs over
+# those. The masked form (every key, the others hidden) and the gathered form (only the
+# chosen cache rows) give the same outputs; dense attention over every token does not.
+
+# %%
+from llm_attention.sparse_latent import SparseLatentAttention
+
+torch.manual_seed(4)
+sparse_layer = SparseLatentAttention(
+    64, 64, 32, 0.0, 8, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+    v_head_dim=16, q_lora_rank=24, index_n_heads=4, index_head_dim=16, index_topk=4,
+).eval()
+with torch.no_grad():
+    masked_out = sparse_layer(x)
+    sparse_layer.gathered = True
+    sparse_cache = sparse_layer.make_cache(2)  # latents and indexer keys
+    steps = [sparse_layer(x[:, :8], cache=sparse_cache)]
+    steps += [sparse_layer(x[:, t : t + 1], cache=sparse_cache) for t in range(8, 12)]
+    dense_out = LatentAttention.forward(sparse_layer, x)  # every earlier token
+gathered_gap = (torch.cat(steps, dim=1) - masked_out).abs().max().item()
+dense_gap = (dense_out - masked_out).abs().max().item()
+print(f"gathered, cached vs masked, one pass: {gathered_gap:.1e}")
+print(f"dense latent attention vs sparse: {dense_gap:.2f}")
+assert gathered_gap < 1e-5 and dense_gap > 0.01
+
+# %% [markdown]
 # ## Linear attention
 #
 # Gated DeltaNet (three layers of four in Qwen3-Next and Qwen3.5) keeps one matrix per

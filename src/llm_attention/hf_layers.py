@@ -15,17 +15,26 @@ The module it returns runs a causal prefill over positions ``0..T-1`` when calle
 ================================  ===========================================
 layer kind                        module
 ================================  ===========================================
-softmax attention, full or        ``ModernAttention`` (``modern.py``)
-windowed (Llama ... Qwen3-Next,
-Qwen3.5's full layers)
+softmax attention: full,          ``ModernAttention`` (``modern.py``)
+windowed or chunked (Llama ...
+Qwen3-Next, Qwen3.5's full
+layers)
 latent attention (DeepSeek-V3;    ``LatentAttention`` (``latent.py``)
 Kimi Linear's full layers,
 without rotary positions)
+sparse latent attention           ``SparseLatentAttention`` (``sparse_latent.py``,
+(DeepSeek-V3.2)                   DeepSeek Sparse Attention: an indexer's top-k)
 Gated DeltaNet (Qwen3-Next and    ``GatedDeltaNet`` (``linear_attention.py``)
 Qwen3.5's linear layers)
 Kimi Delta Attention (Kimi        ``KimiDeltaAttention``
 Linear's linear layers)           (``linear_attention.py``)
 ================================  ===========================================
+
+A Gemma 4 layer that reuses an earlier layer's keys and values
+(``hf_config.kv_source_layer`` names that layer) has no key or value projection:
+call it with ``cache=`` the ``kv_sharing.SharedKV`` its source layer was called
+with, after the source ran on the same tokens; ``module(x)`` alone raises a
+``TypeError`` that says so.
 
 A family or a layer kind that no module here implements is refused by name: never a
 module that silently computes something else.
@@ -33,19 +42,18 @@ module that silently computes something else.
 This module lives apart from ``hf_config.py`` because it imports every layer module:
 ``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
 
-Builds on ``hf_config.py``, ``latent.py``, ``linear_attention.py`` and ``modern.py`` of
-this package (and what they build on), imported relatively: copy them with this file,
-under any package name
-(its API page offers the set as one download). MIT licence: keep the first two lines of
-each file.
+Builds on ``hf_config.py``, ``latent.py``, ``linear_attention.py``, ``modern.py`` and
+``sparse_latent.py`` of this package (and what they build on), imported relatively: copy
+them with this file, under any package name (its API page offers the set as one
+download). MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from . import latent, linear_attention, modern
-from .hf_config import FAMILIES, config_dict, layer_type
+from . import latent, linear_attention, modern, sparse_latent
+from .hf_config import FAMILIES, SPARSE_LATENT_FAMILIES, config_dict, layer_type
 
 
 def _modern(config, layer_idx: int, overrides: dict) -> nn.Module:
@@ -54,6 +62,12 @@ def _modern(config, layer_idx: int, overrides: dict) -> nn.Module:
 
 def _latent(config, layer_idx: int, overrides: dict) -> nn.Module:
     return latent.LatentAttention.from_hf_config(config, layer_idx, **overrides)
+
+
+def _sparse_latent(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return sparse_latent.SparseLatentAttention.from_hf_config(
+        config, layer_idx, **overrides
+    )
 
 
 def _linear(overrides: dict) -> dict:
@@ -94,7 +108,10 @@ LATENT = (_latent, _by_name(latent.from_hf_state_dict))
 BUILDERS = {
     **{(family, "full_attention"): MODERN for family in FAMILIES},
     **{(family, "sliding_attention"): MODERN for family in FAMILIES},
+    ("llama4_text", "chunked_attention"): MODERN,
     ("deepseek_v3", None): LATENT,
+    **{(family, None): (_sparse_latent, _by_name(sparse_latent.from_hf_state_dict))
+       for family in SPARSE_LATENT_FAMILIES},
     ("kimi_linear", "full_attention"): LATENT,
     ("qwen3_next", "linear_attention"): (_gated_delta_net, _linear_weights),
     ("qwen3_5_text", "linear_attention"): (_gated_delta_net, _linear_weights),

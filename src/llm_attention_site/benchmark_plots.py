@@ -144,6 +144,64 @@ def latent_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
     return fig
 
 
+SPARSE_SETTINGS = {
+    "dense": ("dense latent attention", "#e8710a", "o", "-"),
+    "sparse_masked": ("sparse, masked (reference form)", "#9467bd", "D", "--"),
+    "sparse_gathered": ("sparse, gathered", "#1f77b4", "s", "-"),
+}
+
+
+def sparse_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time to decode one token against the tokens held, dense and sparse latent
+    attention, and the bandwidth each step achieved as a fraction of the machine's
+    (``benchmarks/sparse_decode_results.json``); a dotted line where the byte counts
+    predict the gathered form to start winning."""
+    limit = report["ratios"]["bandwidth_limit_bytes_per_s"]
+    predicted = report["ratios"]["predicted_crossover_held"]
+    with plt.rc_context({"font.size": 10 if narrow else 9}):
+        fig, (left, right) = _panels(narrow, 10, 4)
+        for setting, (label, color, marker, style) in SPARSE_SETTINGS.items():
+            rows = [r for r in report["results"] if r["setting"] == setting]
+            held = [r["held"] for r in rows]
+            left.plot(held, [r["median_s"] * 1e3 for r in rows], marker=marker,
+                      color=color, linestyle=style, label=label)
+            achieved = [r["bytes_read"] / r["median_s"] / limit for r in rows]
+            right.plot(held, achieved, marker=marker, color=color, linestyle=style,
+                       label=label)
+        left.axvline(predicted, color="#7f7f7f", linestyle=":", linewidth=1)
+        left.annotate("bytes predict\ngathered wins\nfrom here", (predicted, 0.03),
+                      xytext=(4, 0), xycoords=("data", "axes fraction"),
+                      textcoords="offset points", ha="left", va="bottom",
+                      fontsize=9 if narrow else 8)
+        right.axhline(0.5, color="#7f7f7f", linestyle="--", linewidth=1)
+        right.annotate("half the measured bandwidth", (held[0], 0.5), xytext=(0, 4),
+                       textcoords="offset points", fontsize=9 if narrow else 8)
+        left.set(xscale="log", yscale="log", xlabel="tokens held",
+                 ylabel="ms per decoded token (log)",
+                 title="Decoding one token (one layer)")
+        right.set(xscale="log", xlabel="tokens held", ylim=(0, 1.05),
+                  ylabel="bytes read / time / bandwidth",
+                  title="Share of the machine's bandwidth")
+        for ax in (left, right):
+            ax.set_xticks(held, labels=[f"{h // 1024}K" for h in held])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.grid(alpha=0.3, which="both")
+        left.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        left.yaxis.set_minor_formatter(
+            FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+        if narrow:  # one legend under both panels: each panel keeps its whole width
+            right.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.25),
+                         ncol=1)
+        else:
+            right.legend(fontsize=8, loc="upper right")
+        machine = report["machine"]
+        fig.suptitle(f"{machine['threads']} thread, torch {machine['torch']}, float32, "
+                     "DeepSeek-V3.2's widths", fontsize=9)
+        fig.tight_layout()
+    return fig
+
+
 # benchmarks/attention_benchmark.py's implementations, in its order
 ATTENTION_LABELS = {
     "wrapper": "MultiHeadAttentionWrapper",
