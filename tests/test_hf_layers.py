@@ -43,7 +43,7 @@ EXPECTED = {
     "gemma4_text": SOFTMAX,
     "gemma4_text-keys-as-values": SOFTMAX,
     "deepseek_v3": {"full_attention": LatentAttention},
-    "deepseek_v32": {"full_attention": SparseLatentAttention},
+    "deepseek_v32": {"indexed_attention": SparseLatentAttention},
     "qwen3_next": {"linear_attention": GatedDeltaNet, "full_attention": ModernAttention},
     "qwen3_5_text": {"linear_attention": GatedDeltaNet, "full_attention": ModernAttention},
     "kimi_linear": {"linear_attention": KimiDeltaAttention, "full_attention": LatentAttention},
