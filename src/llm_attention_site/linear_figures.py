@@ -22,7 +22,7 @@ def recall_figure(errors: dict[str, torch.Tensor], d_k: int, narrow: bool = Fals
 
     colours, markers = ("#e8710a", "#1f77b4"), ("o", "^")
     with plt.rc_context({"font.size": 10 if narrow else 9}):
-        fig, ax = plt.subplots(figsize=(4.2, 3.4) if narrow else (7.0, 3.0))
+        fig, ax = plt.subplots(figsize=(4.2, 4.0) if narrow else (7.0, 3.0))
         for (label, error), colour, marker in zip(errors.items(), colours, markers):
             writes = range(1, len(error) + 1)
             ax.plot(writes, error.tolist(), marker=marker, markersize=4, color=colour,
@@ -34,7 +34,11 @@ def recall_figure(errors: dict[str, torch.Tensor], d_k: int, narrow: bool = Fals
         ax.set_xticks(range(1, count + 1, 2 if narrow and count > 12 else 1))
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=9 if narrow else 8, loc="upper left")
+        if narrow:  # under the plot: the lines fill the phone's narrow panel
+            ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.3),
+                      ncol=1)
+        else:  # the corner the lines leave empty: early writes, small errors
+            ax.legend(fontsize=8, loc="lower left")
         fig.patch.set_alpha(0)
         fig.tight_layout()
     return fig
