@@ -76,6 +76,10 @@ REGISTRY = {
         ),
         embeddings,
     ),
+    "GatedDeltaNet": (lambda **kw: gated_delta_net(), embeddings),
+    "KimiDeltaAttention": (lambda **kw: kimi_delta(), embeddings),
+    "DeltaRuleLayer": "a base class: GatedDeltaNet and KimiDeltaAttention are checked, in both forms",
+    "GatedRMSNorm": "not attention: it norms each position's own output; the linear layers are checked with it",
     "RotaryEmbedding": "not attention: it turns each position's own query or key; ModernAttention is checked with it",
     "UnitOffsetRMSNorm": "not attention: it norms each position's own query or key; FAMILY_OPTIONS checks it",
 }  # fmt: skip
@@ -233,6 +237,28 @@ def test_sparse_latent_attention_forms_do_not_leak(form, fast_path, mode):
     torch.manual_seed(0)
     module = sparse_latent_layer(fast_path=fast_path, gathered=form == "gathered",
                                  absorb=form == "masked-absorbed")
+    module.train(mode == "train")
+    assert_no_leak(module, embeddings)
+
+
+def gated_delta_net(form="chunked"):
+    return _c("linear_attention", "GatedDeltaNet")(
+        D_IN, 8, 4, num_key_heads=2, key_head_dim=4, value_head_dim=3, chunk_size=3, form=form
+    )
+
+
+def kimi_delta(form="chunked"):
+    return _c("linear_attention", "KimiDeltaAttention")(D_IN, 8, 2, head_dim=4, chunk_size=3,
+                                                        form=form)
+
+
+@pytest.mark.parametrize("form", ["chunked", "recurrent"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("build", [gated_delta_net, kimi_delta], ids=["gated-delta-net", "kda"])
+def test_linear_attention_does_not_leak_in_either_form(build, form, mode):
+    """The state reads only what came before; chunks of 3 over 7 tokens, the last one short."""
+    torch.manual_seed(0)
+    module = build(form)
     module.train(mode == "train")
     assert_no_leak(module, embeddings)
 

@@ -159,6 +159,32 @@ EXAMPLES = {
         layers = [m.layer_from_hf(config, i) for i in range(2)]
         result = (torch.tensor([layer.window or 0 for layer in layers]), layers[1](torch.randn(2, 6, 32)))
     """,
+    "delta_rule.py": """
+        q, k = torch.randn(2, 3, 9, 4), torch.nn.functional.normalize(torch.randn(2, 3, 9, 4), dim=-1)
+        v, g, beta = torch.randn(2, 3, 9, 5), -torch.rand(2, 3, 9, 4), torch.rand(2, 3, 9)
+        result = (m.recurrent(q, k, v, g, beta), m.chunked(q, k, v, g, beta, chunk_size=4),
+                  m.step(q[:, :, 0], k[:, :, 0], v[:, :, 0], g[:, :, 0], beta[:, :, 0],
+                         torch.zeros(2, 3, 4, 5)))
+    """,
+    "delta_cache.py": """
+        cache = m.DeltaStateCache(2, 3, 4, 5, 6, 4)
+        cache.update(torch.ones(2, 6, 3), torch.randn(2, 3, 4, 5), 7)
+        cache.reorder(torch.tensor([1, 0]))
+        result = (cache.state, torch.tensor([cache.nbytes, cache.length]))
+    """,
+    "linear_attention.py": """
+        layer = m.GatedDeltaNet(16, 16, 4, num_key_heads=2, key_head_dim=4, value_head_dim=3,
+                                chunk_size=3).eval()
+        kda = m.KimiDeltaAttention(16, 16, 2, head_dim=4).eval()
+        x = torch.randn(2, 7, 16)
+        padding = torch.ones(2, 7, dtype=torch.bool)
+        padding[1, :2] = False
+        with torch.no_grad():
+            cache = layer.make_cache(2)
+            steps = [layer(x[:, :4], padding[:, :4], cache=cache)]
+            steps += [layer(x[:, t : t + 1], cache=cache) for t in (4, 5, 6)]
+            result = (layer(x, padding), torch.cat(steps, dim=1), cache.state, kda(x))
+    """,
     "ring_attention.py": """
         held = [m.balanced_positions(16, r, 2) for r in range(2)]
         result = (torch.stack(held), torch.tensor(m.causal_pairs(held)),

@@ -29,16 +29,26 @@ family           what differs from Llama
                  proportional rotary on a quarter of each head and (some sizes)
                  keys as values; the last layers reuse earlier layers' keys and
                  values (``gemma4``: its ``text_config``)
+``qwen3_5_text`` as ``qwen3_next`` (its multimodal rotary angles are plain ones for
+                 text: the three position components of a text token are equal)
 ===============  =============================================================
 
 ``kv_source_layer(config, layer_idx)`` names the earlier layer whose keys and values a
 Gemma 4 sharing layer reads (None for a layer with its own).
 
 ``latent_attention_options(config, layer_idx)`` does the same for ``LatentAttention``
-(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``), and
+(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``) or the full layers of Kimi
+Linear (``kimi_linear``: latent attention without rotary positions), and
 ``sparse_latent_attention_options`` for ``SparseLatentAttention``
 (``sparse_latent.py``) from a DeepSeek-V3.2 config (``deepseek_v32``: the same latent
 attention, plus the indexer's sizes).
+
+``linear_attention_options(config, layer_idx)`` gives the options of
+``GatedDeltaNet`` (``qwen3_next``, ``qwen3_5_text``) or ``KimiDeltaAttention``
+(``kimi_linear``), in ``linear_attention.py``, for a linear-attention layer.
+
+A Qwen3.5 ``config.json`` (``model_type`` ``qwen3_5``) is read through its
+``text_config``, as Gemma 3's is.
 
 Anything else (another family, another rope type, bidirectional attention, a layer
 that is not attention) raises a ``ValueError`` that names it: never a layer that
@@ -54,12 +64,13 @@ from __future__ import annotations
 
 FAMILIES = (
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "gpt_oss",
-    "qwen3_next", "llama4_text", "smollm3", "gemma4_text",
+    "qwen3_next", "qwen3_5_text", "llama4_text", "smollm3", "gemma4_text",
 )
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 # multimodal configs whose text model is a family here: model_type -> the text's
 TEXT_CONFIGS = {
     "gemma3": "gemma3_text", "llama4": "llama4_text", "gemma4": "gemma4_text",
+    "qwen3_5": "qwen3_5_text",
 }
 
 
@@ -68,10 +79,12 @@ def rename_weights(
 ) -> dict:
     """One transformers layer's weights under our names, for ``load_state_dict``.
 
-    ``names`` maps each of its submodules to ours (``"q_proj" -> "W_query"``);
-    ``bare`` lists parameters the layer holds itself, not in a submodule (gpt-oss's
-    ``sinks``). ``prefix`` picks the layer out of a whole model's state dict; keys
-    that do not start with it are skipped; any other key is refused by name.
+    ``names`` maps each of its submodules to ours (``"q_proj" -> "W_query"``; a
+    nested one is named with its dots, ``"forget_gate.f_a_proj"``); ``bare`` lists
+    parameters held outside any linear layer (gpt-oss's ``sinks``, Kimi's
+    ``"forget_gate.A_log"``). ``prefix`` picks the layer out of a whole model's state
+    dict; keys that do not start with it are skipped; any other key is refused by
+    name.
     """
     if not isinstance(state_dict, dict):
         raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
@@ -81,10 +94,11 @@ def rename_weights(
     for key, tensor in state_dict.items():
         if not key.startswith(prefix):
             continue
-        layer, _, param = key[len(prefix):].partition(".")
-        if layer in bare and not param:
-            renamed[names[layer]] = tensor
+        name = key[len(prefix):]
+        if name in bare:
+            renamed[names[name]] = tensor
             continue
+        layer, _, param = name.rpartition(".")  # a submodule may be nested: "a.b"
         if layer not in names or param not in ("weight", "bias"):
             raise ValueError(
                 f"state_dict key {key!r} is not a weight of {layer_kind}; "
@@ -154,9 +168,17 @@ def layer_type(values: dict, layer_idx: int) -> str:
     if family == "gemma3_text":  # five windowed, then one full
         pattern = values.get("sliding_window_pattern", 6)
         return "sliding_attention" if position % pattern else "full_attention"
-    if family == "qwen3_next":  # three linear-attention layers, then one full
+    if family in ("qwen3_next", "qwen3_5_text"):  # three linear layers, one full
         interval = values.get("full_attention_interval", 4)
         return "linear_attention" if position % interval else "full_attention"
+    if family == "kimi_linear":  # config.json: 1-based lists of each kind's layers
+        lists = values.get("linear_attn_config") or {}
+        if position in lists.get("full_attn_layers", ()):
+            return "full_attention"
+        if position in lists.get("kda_layers", ()):
+            return "linear_attention"
+        return "full_attention" if layer_idx and layer_idx % 4 == 0 else (
+            "linear_attention")  # transformers' default pattern
     if family == "mistral":
         return "sliding_attention" if values.get("sliding_window") else "full_attention"
     if family in ("qwen2", "qwen3") and values.get("use_sliding_window"):
@@ -195,6 +217,9 @@ def rope_options(values: dict, kind: str) -> dict:
     partial = params.pop("partial_rotary_factor", None)
     if partial is None:
         partial = values.get("partial_rotary_factor") or 1.0
+    if family == "qwen3_5_text":  # the three components are equal for text tokens
+        params.pop("mrope_section", None)
+        params.pop("mrope_interleaved", None)
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
     params.pop("type", None)
     scaling = None if rope_type == "default" else {"rope_type": rope_type, **params}
@@ -259,7 +284,7 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
         options.update(qkv_bias=False, out_bias=False)
     if family == "qwen2":  # biases on q, k, v only
         options.update(qkv_bias=True, out_bias=False)
-    if family in ("qwen3", "gemma3_text", "qwen3_next"):
+    if family in ("qwen3", "gemma3_text", "qwen3_next", "qwen3_5_text"):
         options.update(qk_norm=True, norm_eps=values.get("rms_norm_eps", 1e-6))
         options["norm_unit_offset"] = family != "qwen3"
     if family in ("gemma2", "gemma3_text"):
@@ -268,7 +293,7 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
         options["softcap"] = values.get("attn_logit_softcapping")
     if family == "gpt_oss":
         options["sinks"] = True
-    if family == "qwen3_next":
+    if family in ("qwen3_next", "qwen3_5_text"):
         options["output_gate"] = True
     return options
 # --8<-- [end:options]
@@ -334,14 +359,15 @@ def kv_source_layer(config: object, layer_idx: int) -> int | None:
     )
 
 
-LATENT_FAMILIES = ("deepseek_v3",)
+LATENT_FAMILIES = ("deepseek_v3", "kimi_linear")
 SPARSE_LATENT_FAMILIES = ("deepseek_v32",)  # latent attention over top-k tokens
 
 
 # --8<-- [start:latent]
 def latent_attention_options(config: object, layer_idx: int = 0) -> dict:
     """The keyword arguments of ``LatentAttention`` for layer ``layer_idx`` (every
-    layer of DeepSeek-V3 has latent attention; its feed-forward parts differ)."""
+    layer of DeepSeek-V3 has latent attention; Kimi Linear's full layers have it
+    without rotary positions)."""
     values = config_dict(config)
     family = values.get("model_type")
     if family in SPARSE_LATENT_FAMILIES:
@@ -355,6 +381,8 @@ def latent_attention_options(config: object, layer_idx: int = 0) -> dict:
             f"model_type {family!r} has no latent attention here; expected one of "
             f"{', '.join(LATENT_FAMILIES)}"
         )
+    if family == "kimi_linear":
+        return kimi_latent_options(values, layer_idx, layer_type(values, layer_idx))
     return _latent_options(values, layer_idx)
 
 
@@ -395,3 +423,86 @@ def _latent_options(values: dict, layer_idx: int) -> dict:
         norm_eps=values.get("rms_norm_eps", 1e-6), **rope,
     )
 # --8<-- [end:latent]
+
+
+def kimi_latent_options(values: dict, layer_idx: int, kind: str) -> dict:
+    """Kimi Linear's full layers as transformers runs them (``KimiLinearAttention``):
+    latent attention whose ``d_r`` key part is shared but never turned, and norms
+    with transformers' default epsilon (1e-6), not ``rms_norm_eps``."""
+    if kind != "full_attention":
+        raise ValueError(
+            f"layer {layer_idx} of 'kimi_linear' is a {kind!r} layer, not latent "
+            "attention; its latent layers are those of type 'full_attention'"
+        )
+    if values.get("mla_use_nope") is False:
+        raise ValueError(
+            "mla_use_nope=False (rotary latent attention) is not what transformers "
+            "runs for kimi_linear, and is not implemented"
+        )
+    width = values["hidden_size"]
+    context = values.get("max_position_embeddings") or values["model_max_length"]
+    return dict(
+        d_in=width, d_out=width, context_length=context,
+        dropout=float(values.get("attention_dropout", 0.0) or 0.0),
+        num_heads=values["num_attention_heads"],
+        kv_lora_rank=values["kv_lora_rank"], q_lora_rank=values.get("q_lora_rank"),
+        qk_nope_head_dim=values["qk_nope_head_dim"],
+        qk_rope_head_dim=values["qk_rope_head_dim"], v_head_dim=values["v_head_dim"],
+        bias=bool(values.get("attention_bias", False)), rotary=False, norm_eps=1e-6,
+    )
+
+
+LINEAR_FAMILIES = ("qwen3_next", "qwen3_5_text", "kimi_linear")
+# Kimi Linear's config.json nests these; transformers' config object flattens them
+KIMI_LINEAR_FIELDS = {"linear_num_heads": "num_heads", "linear_head_dim": "head_dim",
+                      "linear_conv_kernel_dim": "short_conv_kernel_size"}
+
+
+def _field(values: dict, name: str):
+    if values.get(name) is None:
+        raise ValueError(f"the config of {values['model_type']!r} gives no {name}")
+    return values[name]
+
+
+# --8<-- [start:linear]
+def linear_attention_options(config: object, layer_idx: int = 0) -> dict:
+    """The keyword arguments of ``GatedDeltaNet`` (Qwen3-Next, Qwen3.5) or
+    ``KimiDeltaAttention`` (Kimi Linear) for linear-attention layer ``layer_idx``."""
+    values = config_dict(config)
+    family = values.get("model_type")
+    if family not in LINEAR_FAMILIES:
+        raise ValueError(
+            f"model_type {family!r} has no linear attention here; expected one of "
+            f"{', '.join(LINEAR_FAMILIES)}"
+        )
+    kind = layer_type(values, layer_idx)
+    if kind != "linear_attention":
+        raise ValueError(
+            f"layer {layer_idx} of {family!r} is a {kind!r} layer, not linear "
+            "attention; its linear layers are those of type 'linear_attention'"
+        )
+    if values.get("hidden_act", "silu") != "silu":  # the short convolution's
+        raise ValueError(f"hidden_act={values['hidden_act']!r} is not implemented "
+                         "for the short convolution (silu only)")
+    width = values["hidden_size"]
+    options = dict(d_in=width, d_out=width, norm_eps=values.get("rms_norm_eps", 1e-6))
+    if family != "kimi_linear":
+        return dict(
+            options, num_heads=_field(values, "linear_num_value_heads"),
+            num_key_heads=_field(values, "linear_num_key_heads"),
+            key_head_dim=_field(values, "linear_key_head_dim"),
+            value_head_dim=_field(values, "linear_value_head_dim"),
+            conv_kernel=values.get("linear_conv_kernel_dim", 4),
+        )
+    nested = values.get("linear_attn_config") or {}  # config.json's names
+    known = {*KIMI_LINEAR_FIELDS.values(), "kda_layers", "full_attn_layers"}
+    for name in sorted(set(nested) - known):  # gate_lower_bound, ...: refused
+        raise ValueError(f"linear_attn_config[{name!r}] is not implemented")
+    flat = {**values, **{ours: nested[theirs] for ours, theirs
+                         in KIMI_LINEAR_FIELDS.items() if theirs in nested}}
+    return dict(
+        options, num_heads=_field(flat, "linear_num_heads"),
+        head_dim=_field(flat, "linear_head_dim"),
+        conv_kernel=flat.get("linear_conv_kernel_dim") or 4,
+    )
+# --8<-- [end:linear]

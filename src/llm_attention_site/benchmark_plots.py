@@ -290,3 +290,47 @@ def attention_figure(report: dict, narrow: bool = False) -> plt.Figure:
                      fontsize=9)
         fig.tight_layout()
     return fig
+
+
+LINEAR_SETTINGS = {
+    "gdn": ("Gated DeltaNet (state)", "#2ca02c", "^"),
+    "gqa": ("grouped-query (KV cache)", "#1f77b4", "s"),
+}
+
+
+def linear_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time to decode one token, and the bytes that step reads, against the tokens held,
+    for Gated DeltaNet and grouped-query attention at Qwen3-Next's width
+    (``benchmarks/linear_decode_results.json``); a dashed line where the grouped-query
+    step starts to read more."""
+    crossing = report["ratios"]["gqa_step_reads_more_from"]
+    with plt.rc_context({"font.size": 10 if narrow else 9}):
+        fig, (left, right) = _panels(narrow, 10, 4)
+        for setting, (label, color, marker) in LINEAR_SETTINGS.items():
+            rows = [r for r in report["results"] if r["setting"] == setting]
+            held = [r["held"] for r in rows]
+            left.plot(held, [r["median_s"] * 1e3 for r in rows], marker=marker,
+                      color=color, label=label)
+            right.plot(held, [r["bytes_read"] / 1e6 for r in rows], marker=marker,
+                       color=color, label=label)
+        for ax in (left, right):
+            ax.axvline(crossing, color="#7f7f7f", linestyle="--", linewidth=1)
+            ax.set_xscale("log")
+            ax.set_xticks(held, labels=[f"{h // 1024}K" for h in held])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.grid(alpha=0.3, which="both")
+            ax.set_ylim(bottom=0)
+        right.annotate("the grouped-query step\nreads more from here", (crossing, 0),
+                       xytext=(4, 6), textcoords="offset points",
+                       fontsize=9 if narrow else 8)
+        left.set(xlabel="tokens held", ylabel="ms per decoded token",
+                 title="Decoding one token (one layer)")
+        right.set(xlabel="tokens held", ylabel="MB read per step",
+                  title="Weights + KV cache, or weights + state")
+        left.legend(fontsize=9 if narrow else 8, loc="upper left")
+        machine = report["machine"]
+        fig.suptitle(f"{machine['threads']} thread, torch {machine['torch']}, float32, "
+                     "Qwen3-Next's width", fontsize=9)
+        fig.tight_layout()
+    return fig

@@ -165,6 +165,12 @@ PUBLISHED = {
             partial_rotary_factor=0.25,
             full_attention_interval=4,
             rms_norm_eps=1e-6,
+            hidden_act="silu",
+            linear_num_key_heads=16,
+            linear_num_value_heads=32,
+            linear_key_head_dim=128,
+            linear_value_head_dim=128,
+            linear_conv_kernel_dim=4,
         ),
     ),
 }
@@ -350,6 +356,90 @@ def latent_row(name: str) -> dict:
         top_k=values.get("index_topk"),
         bytes_per_token=(latent + indexer) * layers * BYTES_PER_NUMBER,
     )
+
+
+# The hybrids (linear_attention.py): the fields of their config.json that their layers
+# read, linear and full. Qwen3.5's file wraps them in text_config (as Gemma 3's does).
+HYBRIDS = {
+    "Qwen3-Next 80B-A3B": PUBLISHED["Qwen3-Next 80B-A3B"],
+    "Qwen3.5 9B": (
+        "Qwen/Qwen3.5-9B/config.json (text_config)",
+        dict(
+            model_type="qwen3_5",
+            text_config=dict(
+                model_type="qwen3_5_text",
+                hidden_size=4096,
+                num_hidden_layers=32,
+                num_attention_heads=16,
+                num_key_value_heads=4,
+                head_dim=256,
+                max_position_embeddings=262144,
+                full_attention_interval=4,
+                layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 8,
+                rms_norm_eps=1e-6,
+                hidden_act="silu",
+                linear_num_key_heads=16,
+                linear_num_value_heads=32,
+                linear_key_head_dim=128,
+                linear_value_head_dim=128,
+                linear_conv_kernel_dim=4,
+                rope_parameters=dict(
+                    rope_type="default", rope_theta=10000000,
+                    partial_rotary_factor=0.25, mrope_interleaved=True,
+                    mrope_section=[11, 11, 10],
+                ),
+            ),
+        ),
+    ),
+    "Kimi Linear 48B-A3B": (
+        "moonshotai/Kimi-Linear-48B-A3B-Instruct/config.json",
+        dict(
+            model_type="kimi_linear",
+            hidden_size=2304,
+            num_hidden_layers=27,
+            num_attention_heads=32,
+            num_key_value_heads=32,
+            kv_lora_rank=512,
+            q_lora_rank=None,
+            qk_nope_head_dim=128,
+            qk_rope_head_dim=64,
+            v_head_dim=128,
+            mla_use_nope=True,
+            model_max_length=1048576,
+            rms_norm_eps=1e-5,
+            hidden_act="silu",
+            linear_attn_config=dict(
+                full_attn_layers=[4, 8, 12, 16, 20, 24, 27],
+                kda_layers=[1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19,
+                            21, 22, 23, 25, 26],
+                head_dim=128,
+                num_heads=32,
+                short_conv_kernel_size=4,
+            ),
+        ),
+    ),
+}
+
+
+def hybrid_memory(name: str) -> tuple[int, int, int, int]:
+    """What one sequence keeps in a hybrid of ``HYBRIDS``: ``(full layers, bytes of
+    their caches per token, linear layers, bytes of each one's state)``, weighed with
+    the layers' own caches (``make_cache(1).nbytes``, built on the ``meta`` device),
+    bfloat16 but for the linear layers' state, which is float32."""
+    import torch
+
+    from llm_attention.hf_layers import layer_from_hf
+
+    config = HYBRIDS[name][1]
+    count = config_dict(config)["num_hidden_layers"]
+    kinds = [layer_type(config_dict(config), i) for i in range(count)]
+    with torch.device("meta"):  # shapes only: nothing allocated
+        full = layer_from_hf(config, kinds.index("full_attention"), context_length=1)
+        linear = layer_from_hf(config, kinds.index("linear_attention"))
+        per_token = full.to(torch.bfloat16).make_cache(1).nbytes  # room for one token
+        state = linear.to(torch.bfloat16).make_cache(1).nbytes
+    full_count = kinds.count("full_attention")
+    return full_count, per_token, kinds.count("linear_attention"), state
 
 
 def ideas(options: dict) -> list[str]:
