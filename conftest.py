@@ -24,4 +24,5 @@ collect_ignore_glob = ["docs/reference/*.md", "docs/notebooks/*.py", "hooks/*.py
 def pytest_collection_modifyitems(items) -> None:
     """Run the tests that need the built site last: while the site builds in the background, the
     workers do everything else instead of waiting for it."""
-    items.sort(key=lambda item: "built_site" in getattr(item, "fixturenames", ()))
+    needs_site = {"built_site", "site_build"}
+    items.sort(key=lambda item: bool(needs_site & set(getattr(item, "fixturenames", ()))))

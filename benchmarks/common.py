@@ -1,5 +1,5 @@
-"""Helpers the benchmark scripts share: the machine a run took place on, timing in turns, saving
-a plot."""
+"""Helpers the benchmark scripts share: the machine a run took place on, timing in turns, the
+machine's memory bandwidth, a profile of one call, saving a plot."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import pathlib
 import platform
+import time
 
 import torch
 from torch.utils import benchmark
@@ -78,3 +79,35 @@ def save_figure(fig, path: pathlib.Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format=path.suffix.lstrip(".") or "svg", facecolor="white")
     plt.close(fig)
+
+
+def measure_bandwidth(mib: int, repeats: int = 5) -> dict:
+    """Bytes per second of a large copy (read + write) and a large sum (read), best of
+    ``repeats``, on the current thread count."""
+    numbers = mib * 2**20 // 4
+    src, dst = torch.rand(numbers), torch.empty(numbers)
+    dst.copy_(src)  # touch every page first
+    best_copy = best_sum = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        dst.copy_(src)
+        best_copy = min(best_copy, time.perf_counter() - start)
+        start = time.perf_counter()
+        src.sum()
+        best_sum = min(best_sum, time.perf_counter() - start)
+    size = numbers * 4
+    return {"copy_bytes_per_s": 2 * size / best_copy, "read_bytes_per_s": size / best_sum,
+            "size_bytes": size}
+
+
+def profile_step(step, top: int = 5) -> list[dict]:
+    """The ``top`` operators by their own time in one call of ``step``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step()  # warm
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    ranked = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
+    return [{"op": e.key, "share": e.self_cpu_time_total / total} for e in ranked]

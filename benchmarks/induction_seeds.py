@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{run['accuracy_without_top_induction_heads'][-1]:.3f}", file=sys.stderr, flush=True)  # fmt: skip
     config = dataclasses.asdict(InductionConfig())
     config.pop("seed")
+    config.pop("nudge")  # always None here: plain runs
     report = {
         "machine": machine_info(),
         "config": config | {"eval_seed": EVAL_SEED, "eval_size": EVAL_SIZE,

@@ -43,12 +43,13 @@ import argparse
 import json
 import pathlib
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from common import machine_info, save_figure, set_threads, time_in_turns  # noqa: E402
+from common import (  # noqa: E402
+    machine_info, measure_bandwidth, profile_step, save_figure, set_threads, time_in_turns,
+)
 
 from llm_attention.kv_cache import KVCache  # noqa: E402
 from llm_attention.latent import LatentAttention, LatentCache  # noqa: E402
@@ -111,25 +112,6 @@ def weight_bytes(layer) -> int:
     return sum(p.numel() * p.element_size() for p in layer.parameters())
 
 
-def measure_bandwidth(mib: int, repeats: int = 5) -> dict:
-    """Bytes per second of a large copy (read + write) and a large sum (read), best of
-    ``repeats``, on the current thread count."""
-    numbers = mib * 2**20 // 4
-    src, dst = torch.rand(numbers), torch.empty(numbers)
-    dst.copy_(src)  # touch every page first
-    best_copy = best_sum = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        dst.copy_(src)
-        best_copy = min(best_copy, time.perf_counter() - start)
-        start = time.perf_counter()
-        src.sum()
-        best_sum = min(best_sum, time.perf_counter() - start)
-    size = numbers * 4
-    return {"copy_bytes_per_s": 2 * size / best_copy, "read_bytes_per_s": size / best_sum,
-            "size_bytes": size}
-
-
 def decode_step(layer, cache, x, held, absorb=None):
     def step():
         if absorb is not None:
@@ -139,19 +121,6 @@ def decode_step(layer, cache, x, held, absorb=None):
         cache.length = held  # back to the same position for the next call
 
     return step
-
-
-def profile_step(step, top: int = 5) -> list[dict]:
-    """The ``top`` operators by their own time in one call of ``step``."""
-    from torch.profiler import ProfilerActivity, profile
-
-    step()  # warm
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        step()
-    events = prof.key_averages()
-    total = sum(e.self_cpu_time_total for e in events)
-    ranked = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
-    return [{"op": e.key, "share": e.self_cpu_time_total / total} for e in ranked]
 
 
 def run(config: dict) -> dict:

@@ -55,14 +55,26 @@ def on_files(files, config):
 _SITE_LINE = re.compile(r'^SITE_URL = "[^"]*"', re.MULTILINE)
 
 
+# The same line as the notebook's page shows it, highlighted.
+_SHOWN_SITE_LINE = re.compile(
+    r'(<span class="n">SITE_URL</span> <span class="o">=</span> <span class="s2">)"[^"<]*"'
+)
+
+
 def with_site_url(text: str, site_url: str) -> str:
     return _SITE_LINE.sub(f"SITE_URL = {site_url!r}".replace("'", '"'), text)
+
+
+def page_with_site_url(html: str, site_url: str) -> str:
+    """A notebook's page, its fetch cell naming the site's address, as the downloads do."""
+    return _SHOWN_SITE_LINE.sub(rf'\1"{site_url}"', with_site_url(html, site_url))
 
 
 def on_post_page(output: str, page, config) -> str:
     if not getattr(page, "nb_url", None):
         return output
     output, count = _MATHJAX.subn("", output)
+    output = page_with_site_url(output, config.site_url)
     if count == 0 and "mathjax" in output.lower():
         raise RuntimeError(f"{page.file.src_uri}: the MathJax loader changed shape; update hooks/site.py")
     source = pathlib.Path(page.file.abs_src_path)

@@ -29,7 +29,26 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_ENV = "LLM_ATTENTION_TEST_SHARED"  # the folder the workers share, set by the controller
 URL_ENV = "LLM_ATTENTION_TEST_SITE_URL"  # where the controller serves that folder's site
 BROWSER_TESTS = ROOT / "tests" / "test_site_browser.py"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def find_chromium() -> str | None:
+    """Debian's ``chromium``; else the Chromium that ``python -m playwright install chromium``
+    keeps in playwright's own folder (GitHub's Ubuntu runners, whose ``chromium`` is a snap
+    shim that does not run headless in CI); else None."""
+    found = shutil.which("chromium")
+    if found:
+        return found
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as playwright:
+            path = playwright.chromium.executable_path
+    except Exception:  # no playwright, or its driver cannot start here
+        return None
+    return path if os.path.exists(path) else None
+
+
+CHROMIUM = find_chromium()
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
     "--disable-component-update", "--disable-sync",
@@ -122,6 +141,21 @@ def pytest_configure(config):
         start_build(pathlib.Path(shared))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary(terminalreporter, config):
+    """When the site did not build, say why before the list of failures: the tests that
+    needed it were skipped for that one cause."""
+    shared = getattr(config, "_llm_attention_shared", None)
+    status = pathlib.Path(shared or "/nonexistent") / "build" / "status.json"
+    if not status.exists():
+        return
+    result = json.loads(status.read_text())
+    if result["returncode"] != 0:
+        terminalreporter.section("the site did not build", sep="=", red=True, bold=True)
+        terminalreporter.line(result["cause"], red=True)
+        terminalreporter.line("Every test that needs the built site was skipped for this one cause.")
+
+
 def pytest_unconfigure(config):
     shared = getattr(config, "_llm_attention_shared", None)
     if shared is None:
@@ -149,13 +183,25 @@ class _QuietServer(http.server.ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def _shared(tmp_path_factory) -> pathlib.Path:
+    return pathlib.Path(os.environ.get(SHARED_ENV) or tmp_path_factory.getbasetemp())
+
+
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory) -> Site:
+def site_build(tmp_path_factory) -> dict:
+    """The status of the run's one strict build (``tests/build_site.py``): its return
+    code, seconds, the tail of its log and, when it failed, the cause by page and line."""
+    return wait_for_build(start_build(_shared(tmp_path_factory)))
+
+
+@pytest.fixture(scope="session")
+def built_site(site_build, tmp_path_factory) -> Site:
     """The site built once with ``mkdocs build --strict`` and served on localhost, with
-    ``SITE_URL`` set to the address it is served at."""
-    shared = pathlib.Path(os.environ.get(SHARED_ENV) or tmp_path_factory.getbasetemp())
-    status = wait_for_build(start_build(shared))
-    assert status["returncode"] == 0, status["log"]
+    ``SITE_URL`` set to the address it is served at. When the build failed, every test
+    that needs it is skipped with the one cause (tests/test_site_build.py fails on it)."""
+    if site_build["returncode"] != 0:
+        pytest.skip(f"the site did not build: {site_build['cause']}")
+    shared = _shared(tmp_path_factory)
     site_dir = shared / "build" / "site"
     if os.environ.get(URL_ENV):  # served by the controller, at the address the site was built for
         yield Site(os.environ[URL_ENV], site_dir)
@@ -171,7 +217,10 @@ def built_site(tmp_path_factory) -> Site:
 def browser():
     """Headless Chromium (Debian's /usr/bin/chromium) under playwright; skips, saying why, without it."""
     if CHROMIUM is None:
-        pytest.skip("no Chromium on this machine (Debian package: chromium)")
+        pytest.skip(
+            "no Chromium on this machine (Debian: apt-get install chromium; elsewhere: "
+            "python -m playwright install --with-deps chromium)"
+        )
     playwright_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
     with playwright_api.sync_playwright() as p:
         try:

@@ -68,12 +68,18 @@ REGISTRY = {
         embeddings,
     ),
     "LatentAttention": (lambda **kw: latent_layer(**kw), embeddings),
+    "SparseLatentAttention": (lambda **kw: sparse_latent_layer(**kw), embeddings),
+    "LightningIndexer": "not attention: it scores keys for SparseLatentAttention, which is checked with it",
     "ModernAttention": (  # a window shorter than the sequence, QK-norm and RoPE all on
         lambda **kw: _c("modern", "ModernAttention")(
             D_IN, 8, CONTEXT, 0.0, 4, 2, window=3, qk_norm=True, **kw
         ),
         embeddings,
     ),
+    "GatedDeltaNet": (lambda **kw: gated_delta_net(), embeddings),
+    "KimiDeltaAttention": (lambda **kw: kimi_delta(), embeddings),
+    "DeltaRuleLayer": "a base class: GatedDeltaNet and KimiDeltaAttention are checked, in both forms",
+    "GatedRMSNorm": "not attention: it norms each position's own output; the linear layers are checked with it",
     "RotaryEmbedding": "not attention: it turns each position's own query or key; ModernAttention is checked with it",
     "UnitOffsetRMSNorm": "not attention: it norms each position's own query or key; FAMILY_OPTIONS checks it",
 }  # fmt: skip
@@ -91,6 +97,14 @@ FAMILY_OPTIONS = {
     "llama3.1": (dict(rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
                                         high_freq_factor=4.0,
                                         original_max_position_embeddings=4)), [False, True]),
+    "llama4-chunked": (dict(chunk_size=3, qk_norm=True, qk_norm_weight=False,
+                            rope_interleave=True), [False, True]),
+    "llama4-nope": (dict(nope=True, temperature_tuning=(2, 0.5)), [False, True]),
+    "smollm3-nope-window": (dict(nope=True, window=3), [False, True]),
+    "gemma4-local": (dict(window=3, scale=1.0, qk_norm=True, value_norm=True), [False, True]),
+    "gemma4-global": (dict(scale=1.0, qk_norm=True, value_norm=True, values_from_keys=True,
+                           head_dim=8, rope_scaling=dict(rope_type="proportional"),
+                           partial_rotary_factor=0.25), [False, True]),
 }  # fmt: skip
 
 
@@ -165,6 +179,33 @@ def test_family_options_do_not_leak(family, fast_path, mode):
     assert_no_leak(module, embeddings)
 
 
+class OwnerThenReader(nn.Module):
+    """Gemma 4's sharing: a windowed layer, then a layer that attends over its keys and
+    values (kv_sharing.SharedKV), on the same tokens; the reader's output."""
+
+    def __init__(self, fast_path):
+        super().__init__()
+        modern = _c("modern", "ModernAttention")
+        self.owner = modern(D_IN, 8, CONTEXT, 0.0, 4, 2, window=3, qk_norm=True,
+                            value_norm=True, scale=1.0, fast_path=fast_path)
+        self.reader = modern(D_IN, 8, CONTEXT, 0.0, 4, 2, window=3, qk_norm=True,
+                             kv_shared=True, scale=1.0, fast_path=fast_path)
+
+    def forward(self, x):
+        shared = _c("kv_sharing", "SharedKV")()
+        self.owner(x, cache=shared)
+        return self.reader(x, cache=shared)
+
+
+@pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_a_layer_reading_shared_keys_does_not_leak(fast_path, mode):
+    torch.manual_seed(0)
+    module = OwnerThenReader(fast_path)
+    module.train(mode == "train")
+    assert_no_leak(module, embeddings)
+
+
 def latent_layer(**kw):
     return _c("latent", "LatentAttention")(
         D_IN, 8, CONTEXT, 0.0, 2, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=2,
@@ -177,6 +218,47 @@ def latent_layer(**kw):
 def test_absorbed_latent_attention_does_not_leak(fast_path, mode):
     torch.manual_seed(0)
     module = latent_layer(fast_path=fast_path, absorb=True)
+    module.train(mode == "train")
+    assert_no_leak(module, embeddings)
+
+
+def sparse_latent_layer(**kw):
+    """Top-k 3 of up to 7 tokens: the selection decides what each query sees."""
+    return _c("sparse_latent", "SparseLatentAttention")(
+        D_IN, 8, CONTEXT, 0.0, 2, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=2,
+        v_head_dim=3, q_lora_rank=5, index_n_heads=2, index_head_dim=4, index_topk=3, **kw
+    )
+
+
+@pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("form", ["gathered", "masked-absorbed"])
+def test_sparse_latent_attention_forms_do_not_leak(form, fast_path, mode):
+    torch.manual_seed(0)
+    module = sparse_latent_layer(fast_path=fast_path, gathered=form == "gathered",
+                                 absorb=form == "masked-absorbed")
+    module.train(mode == "train")
+    assert_no_leak(module, embeddings)
+
+
+def gated_delta_net(form="chunked"):
+    return _c("linear_attention", "GatedDeltaNet")(
+        D_IN, 8, 4, num_key_heads=2, key_head_dim=4, value_head_dim=3, chunk_size=3, form=form
+    )
+
+
+def kimi_delta(form="chunked"):
+    return _c("linear_attention", "KimiDeltaAttention")(D_IN, 8, 2, head_dim=4, chunk_size=3,
+                                                        form=form)
+
+
+@pytest.mark.parametrize("form", ["chunked", "recurrent"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("build", [gated_delta_net, kimi_delta], ids=["gated-delta-net", "kda"])
+def test_linear_attention_does_not_leak_in_either_form(build, form, mode):
+    """The state reads only what came before; chunks of 3 over 7 tokens, the last one short."""
+    torch.manual_seed(0)
+    module = build(form)
     module.train(mode == "train")
     assert_no_leak(module, embeddings)
 

@@ -106,6 +106,22 @@ EXAMPLES = {
             sliding_window=4, query_pre_attn_scalar=8, attn_logit_softcapping=50.0), 0)
         result = torch.tensor([options["window"], options["scale"], options["softcap"]])
     """,
+    "chunked.py": """
+        cache = m.ChunkedKVCache(2, 1, 4, 3)
+        keys = torch.randn(2, 1, 7, 4)
+        padding = torch.ones(2, 7, dtype=torch.bool)
+        padding[1, :2] = False
+        returned = cache.append(keys, keys.clone(), padding)
+        mask = m.chunk_mask(0, 7, 0, 7, 3, m.left_padding(padding))
+        result = (returned[0], mask, cache.left_padding, torch.tensor(cache.held))
+    """,
+    "kv_sharing.py": """
+        shared = m.SharedKV()
+        keys = torch.randn(2, 1, 5, 4)
+        shared.append(keys, keys * 2)
+        got_keys, got_values, padding, start = shared.read(5)
+        result = (got_keys, got_values, padding, torch.tensor(start))
+    """,
     "latent.py": """
         layer = m.LatentAttention(16, 16, 32, 0.0, 4, kv_lora_rank=8, qk_nope_head_dim=4,
                                   qk_rope_head_dim=4, v_head_dim=4, q_lora_rank=8).eval()
@@ -115,6 +131,26 @@ EXAMPLES = {
         layer.absorb = True
         result = (layer(x), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
     """,
+    "lightning_indexer.py": """
+        indexer = m.LightningIndexer(16, 8, 3, 8, 4).eval()
+        cos, sin = load("rope").rope_tables(4, 32)
+        x, query_latent = torch.randn(2, 6, 16), torch.randn(2, 6, 8)
+        with torch.no_grad():
+            keys = indexer.keys(x, cos, sin, 0)
+            scores = indexer.scores(x, query_latent, keys, cos, sin, 0)
+        hidden = torch.ones(6, 6, dtype=torch.bool).triu(1)
+        result = (scores, m.top_k_keys(scores, hidden, 3).sort(dim=-1).values)
+    """,
+    "sparse_latent.py": """
+        layer = m.SparseLatentAttention(16, 16, 32, 0.0, 4, kv_lora_rank=8, qk_nope_head_dim=4,
+                                        qk_rope_head_dim=4, v_head_dim=4, q_lora_rank=8,
+                                        index_n_heads=2, index_head_dim=8, index_topk=3).eval()
+        x = torch.randn(2, 6, 16)
+        cache = layer.make_cache(2)
+        steps = [layer(x[:, :4], cache=cache)] + [layer(x[:, t : t + 1], cache=cache) for t in (4, 5)]
+        layer.gathered = True
+        result = (layer(x), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
+    """,
     "hf_layers.py": """
         config = dict(
             model_type="gemma2", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -122,6 +158,32 @@ EXAMPLES = {
             sliding_window=4, query_pre_attn_scalar=8, attn_logit_softcapping=50.0)
         layers = [m.layer_from_hf(config, i) for i in range(2)]
         result = (torch.tensor([layer.window or 0 for layer in layers]), layers[1](torch.randn(2, 6, 32)))
+    """,
+    "delta_rule.py": """
+        q, k = torch.randn(2, 3, 9, 4), torch.nn.functional.normalize(torch.randn(2, 3, 9, 4), dim=-1)
+        v, g, beta = torch.randn(2, 3, 9, 5), -torch.rand(2, 3, 9, 4), torch.rand(2, 3, 9)
+        result = (m.recurrent(q, k, v, g, beta), m.chunked(q, k, v, g, beta, chunk_size=4),
+                  m.step(q[:, :, 0], k[:, :, 0], v[:, :, 0], g[:, :, 0], beta[:, :, 0],
+                         torch.zeros(2, 3, 4, 5)))
+    """,
+    "delta_cache.py": """
+        cache = m.DeltaStateCache(2, 3, 4, 5, 6, 4)
+        cache.update(torch.ones(2, 6, 3), torch.randn(2, 3, 4, 5), 7)
+        cache.reorder(torch.tensor([1, 0]))
+        result = (cache.state, torch.tensor([cache.nbytes, cache.length]))
+    """,
+    "linear_attention.py": """
+        layer = m.GatedDeltaNet(16, 16, 4, num_key_heads=2, key_head_dim=4, value_head_dim=3,
+                                chunk_size=3).eval()
+        kda = m.KimiDeltaAttention(16, 16, 2, head_dim=4).eval()
+        x = torch.randn(2, 7, 16)
+        padding = torch.ones(2, 7, dtype=torch.bool)
+        padding[1, :2] = False
+        with torch.no_grad():
+            cache = layer.make_cache(2)
+            steps = [layer(x[:, :4], padding[:, :4], cache=cache)]
+            steps += [layer(x[:, t : t + 1], cache=cache) for t in (4, 5, 6)]
+            result = (layer(x, padding), torch.cat(steps, dim=1), cache.state, kda(x))
     """,
     "ring_attention.py": """
         held = [m.balanced_positions(16, r, 2) for r in range(2)]

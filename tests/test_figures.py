@@ -295,7 +295,7 @@ def _legend_covers(fig) -> list[str]:
         box = legend.get_window_extent()
         for ax in fig.axes:
             for line in ax.get_lines():
-                points = ax.transData.transform(line.get_xydata())
+                points = line.get_transform().transform(line.get_xydata())  # its own axes
                 along = [points[:1]]  # each segment sampled, not only its ends
                 for a, b in zip(points, points[1:]):
                     along.append(a + (b - a) * np.linspace(0, 1, 20)[:, None])
@@ -305,7 +305,8 @@ def _legend_covers(fig) -> list[str]:
     return covered
 
 
-@pytest.mark.parametrize("name", ["kv_cache", "decode", "latent_decode", "attention"])
+@pytest.mark.parametrize("name", ["kv_cache", "decode", "latent_decode", "sparse_decode",
+                                  "linear_decode", "attention"])
 def test_benchmark_plots_fit_their_column_and_their_legends_cover_no_line(name):
     """Each variant is drawn as wide as the narrowest column that shows it, so its 9-point
     text shows at 12 CSS px; no legend hides a line."""
@@ -314,8 +315,7 @@ def test_benchmark_plots_fit_their_column_and_their_legends_cover_no_line(name):
 
     from llm_attention_site import benchmark_plots
 
-    results = {"kv_cache": "kv_cache_results.json", "decode": "decode_results.json",
-               "latent_decode": "latent_decode_results.json", "attention": "results.json"}[name]
+    results = {"attention": "results.json"}.get(name, f"{name}_results.json")
     report = json.loads((pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / results).read_text())
     draw = getattr(benchmark_plots, f"{name}_figure")
     for narrow, column_px in ((False, 686), (True, 328)):

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from llm_attention.hf_config import modern_attention_options
+from llm_attention.hf_config import kv_source_layer, modern_attention_options
 from llm_attention.modern import ModernAttention
 from llm_attention.rope_scaling import rope_frequencies, rotary_dim
 from llm_attention_site.families import PUBLISHED, family_row
@@ -54,6 +54,47 @@ def test_qwen3_next_attention_layers_only():
     assert family_row("Qwen3-Next 80B-A3B")["attention_layers"] == 12  # 48 / 4
 
 
+def test_llama4_chunks_three_layers_and_drops_positions_on_the_fourth():
+    chunked, full = options("Llama 4 Scout", 0), options("Llama 4 Scout", 3)
+    assert chunked["chunk_size"] == 8192 and not chunked.get("nope")
+    assert chunked["qk_norm"] and chunked["qk_norm_weight"] is False
+    assert chunked["rope_interleave"] and chunked["rope_scaling"]["rope_type"] == "llama3"
+    assert full["nope"] and full["temperature_tuning"] == (8192, 0.1)
+    assert "chunk_size" not in full and not full.get("qk_norm")
+    assert [bool(options("Llama 4 Scout", i).get("nope")) for i in range(8)] == [
+        False, False, False, True] * 2
+
+
+def test_smollm3_every_fourth_layer_has_no_positions():
+    flags = [options("SmolLM3 3B", i).get("nope") for i in range(36)]
+    assert flags == [False, False, False, True] * 9
+    assert options("SmolLM3 3B", 3).get("window") is None  # no window in the 3B
+
+
+def test_gemma4_global_layers_are_wider_and_use_keys_as_values():
+    local, full = options("Gemma 4 31B", 0), options("Gemma 4 31B", 5)
+    assert (local["num_kv_heads"], local["head_dim"], local["window"]) == (16, 256, 1024)
+    assert (full["num_kv_heads"], full["head_dim"]) == (4, 512) and "window" not in full
+    assert full["values_from_keys"] and not local["values_from_keys"]
+    assert full["rope_scaling"] == {"rope_type": "proportional"}
+    assert full["partial_rotary_factor"] == 0.25 and full["rope_base"] == 1e6
+    for o in (local, full):
+        assert o["scale"] == 1.0 and o["qk_norm"] and o["value_norm"]
+        assert not o.get("norm_unit_offset") and not o["kv_shared"]
+
+
+def test_gemma4_e2b_shares_the_keys_of_its_last_own_layers():
+    config = PUBLISHED["Gemma 4 E2B"][1]
+    sources = [kv_source_layer(config, i) for i in range(35)]
+    assert sources[:15] == [None] * 15
+    assert sources[15:] == [13, 13, 13, 13, 14] * 4  # the last windowed and full owner
+    reader, owner = options("Gemma 4 E2B", 19), options("Gemma 4 E2B", 14)
+    assert reader["kv_shared"] and not reader["value_norm"]
+    assert (owner["num_kv_heads"], owner["head_dim"]) == (1, 512)  # no keys as values here
+    assert not owner["values_from_keys"]
+    assert family_row("Gemma 4 E2B")["sharing_layers"] == 20
+
+
 @pytest.mark.parametrize("name", list(PUBLISHED))
 def test_every_published_layer_builds_a_small_module(name):
     """At a width of 64 (the published widths would take gigabytes), with every other option
@@ -90,7 +131,7 @@ def test_config_object_and_its_json_build_the_same_layer():
          "original_max_position_embeddings"),
         (dict(rope_scaling={"rope_type": "linear", "factor": 2.0, "short_factor": [1.0]}),
          "rope_type 'linear' has no parameter short_factor"),
-        (dict(use_bidirectional_attention=True), "use_bidirectional_attention=True"),
+        (dict(use_bidirectional_attention=True), "use_bidirectional_attention=True is not"),
         (dict(rope_theta=None), "gives no rope_theta"),
     ],
 )
@@ -98,6 +139,17 @@ def test_refuses_what_it_does_not_implement(change, message):
     config = {**PUBLISHED["Llama 3.1 8B"][1], **change}
     with pytest.raises(ValueError, match=message):
         ModernAttention.from_hf_config(config, 0, context_length=16)
+
+
+def test_refuses_what_the_new_families_do_not_implement():
+    text = PUBLISHED["Llama 4 Scout"][1]["text_config"]
+    with pytest.raises(ValueError, match="layer 0 of 'llama4_text' is chunked but the config "
+                                         "gives no attention_chunk_size"):
+        modern_attention_options({**text, "attention_chunk_size": None}, 0)
+    gemma = PUBLISHED["Gemma 4 31B"][1]["text_config"]
+    with pytest.raises(ValueError, match="use_bidirectional_attention='all' is not implemented"):
+        modern_attention_options({**gemma, "use_bidirectional_attention": "all"}, 0)
+    assert modern_attention_options({**gemma, "use_bidirectional_attention": "vision"}, 0)
 
 
 def test_layer_index_and_config_type_errors():
@@ -126,6 +178,17 @@ def test_fast_path_is_refused_where_the_kernel_cannot_follow():
         (dict(rope_scaling="yarn"), ValueError, "rope_scaling must be None or a dict"),
         (dict(partial_rotary_factor=0.1), ValueError,
          r"even number >= 2 of dimensions to turn, got int\(8 \* 0.1\) = 0"),
+        (dict(qk_norm_weight=False), ValueError, "qk_norm_weight=False needs qk_norm=True"),
+        (dict(window=3, chunk_size=4), ValueError, "cannot both be set"),
+        (dict(chunk_size=0), ValueError, "chunk_size must be at least 1, got 0"),
+        (dict(temperature_tuning=(8192,)), ValueError,
+         r"temperature_tuning must be None or \(floor_scale, attn_scale\)"),
+        (dict(temperature_tuning=(8192, -0.1)), ValueError, "two positive numbers"),
+        (dict(nope=1), TypeError, "nope must be True or False, got 1"),
+        (dict(kv_shared=True, values_from_keys=True), ValueError,
+         "value_norm, values_from_keys and chunk_size belong to that layer"),
+        (dict(rope_scaling=dict(rope_type="proportional", factor=0.0)), ValueError,
+         "factor must be a positive number"),
     ],
 )
 def test_option_errors(kwargs, error, message):

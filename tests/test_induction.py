@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from llm_attention import induction
-from llm_attention.induction import InductionConfig, head_scores, make_batch, trained_model
+from llm_attention.induction import (
+    InductionConfig,
+    head_scores,
+    make_batch,
+    new_model,
+    trained_model,
+)
 
 CONFIG = InductionConfig()
 
@@ -102,3 +108,18 @@ def test_bad_config_and_sizes():
         trained_model({})
     with pytest.raises(ValueError, match=re.escape("need vocab_size >= seq_len >= 2 * segment, got vocab_size=32, seq_len=12, segment=8")):
         batch(config=InductionConfig(seq_len=12))
+
+
+def test_a_nudge_changes_the_initial_weights_by_about_a_millionth():
+    plain = new_model(InductionConfig())
+    nudged = new_model(InductionConfig(nudge=1))
+    other = new_model(InductionConfig(nudge=2))
+    for (name, a), b, c in zip(
+        plain.named_parameters(), nudged.parameters(), other.parameters()
+    ):
+        assert torch.equal(a == 0, b == 0), name  # a zero (a bias) stays zero
+        if (a == 0).all():
+            continue
+        relative = ((b - a) / a)[a != 0].abs()
+        assert 0 < relative.max() < 1e-5, name  # changed, by about 1e-6
+        assert not torch.equal(b, c), name  # each nudge its own noise

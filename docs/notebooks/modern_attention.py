@@ -20,7 +20,8 @@
 #   \frac{R_m q_h \cdot R_n k_{\lfloor h/G \rfloor}}{\sqrt{d_h}} + M\right)
 #   V_{\lfloor h/G \rfloor} ,$$
 #
-# and last, latent attention, which caches one small vector per token instead.
+# then latent attention, which caches one small vector per token instead, and last linear
+# attention (Gated DeltaNet), which keeps a state of fixed size.
 #
 # It needs `torch` and `matplotlib`; its first code cell fetches the package from the site
 # when it is not installed.
@@ -181,3 +182,64 @@ print(f"absorbed, cached vs plain, one pass: {absorbed_gap:.1e}")
 print(f"cache: {latent_cache.entries.shape[-1]} numbers per token, "
       f"{latent_cache.nbytes} bytes for {latent_cache.context_length} tokens")
 assert absorbed_gap < 1e-5
+
+# %% [markdown]
+# ## Sparse attention
+#
+# DeepSeek-V3.2 puts a lightning indexer in front of latent attention: a few small ReLU heads
+# score every earlier token, each query keeps the `index_topk` best, and attention runs over
+# those. The masked form (every key, the others hidden) and the gathered form (only the
+# chosen cache rows) give the same outputs; dense attention over every token does not.
+
+# %%
+from llm_attention.sparse_latent import SparseLatentAttention
+
+torch.manual_seed(4)
+sparse_layer = SparseLatentAttention(
+    64, 64, 32, 0.0, 8, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+    v_head_dim=16, q_lora_rank=24, index_n_heads=4, index_head_dim=16, index_topk=4,
+).eval()
+with torch.no_grad():
+    masked_out = sparse_layer(x)
+    sparse_layer.gathered = True
+    sparse_cache = sparse_layer.make_cache(2)  # latents and indexer keys
+    steps = [sparse_layer(x[:, :8], cache=sparse_cache)]
+    steps += [sparse_layer(x[:, t : t + 1], cache=sparse_cache) for t in range(8, 12)]
+    dense_out = LatentAttention.forward(sparse_layer, x)  # every earlier token
+gathered_gap = (torch.cat(steps, dim=1) - masked_out).abs().max().item()
+dense_gap = (dense_out - masked_out).abs().max().item()
+print(f"gathered, cached vs masked, one pass: {gathered_gap:.1e}")
+print(f"dense latent attention vs sparse: {dense_gap:.2f}")
+assert gathered_gap < 1e-5 and dense_gap > 0.01
+
+# %% [markdown]
+# ## Linear attention
+#
+# Gated DeltaNet (three layers of four in Qwen3-Next and Qwen3.5) keeps one matrix per
+# head instead of a cache: each token decays it and writes only what it is missing. The
+# chunked form gives the token-by-token recurrence's outputs; decoding with the state
+# cache gives one pass's outputs, and the cache keeps the same bytes however many tokens
+# it has read.
+
+# %%
+from llm_attention.linear_attention import GatedDeltaNet
+
+torch.manual_seed(4)
+linear_layer = GatedDeltaNet(64, 64, 4, num_key_heads=2, key_head_dim=16,
+                             value_head_dim=16, chunk_size=8).eval()
+x = torch.randn(2, 30, 64)
+with torch.no_grad():
+    chunked_out = linear_layer(x)
+    linear_layer.form = "recurrent"
+    recurrent_out = linear_layer(x)
+    linear_layer.form = "chunked"
+    state_cache = linear_layer.make_cache(2)
+    steps = [linear_layer(x[:, :20], cache=state_cache)]
+    empty_bytes = linear_layer.make_cache(2).nbytes
+    steps += [linear_layer(x[:, t : t + 1], cache=state_cache) for t in range(20, 30)]
+forms_gap = (chunked_out - recurrent_out).abs().max().item()
+decode_gap = (torch.cat(steps, dim=1) - chunked_out).abs().max().item()
+print(f"chunked vs recurrent: {forms_gap:.1e}; cached decoding vs one pass: {decode_gap:.1e}")
+print(f"state cache: {state_cache.nbytes} bytes after {state_cache.length} tokens, "
+      f"{empty_bytes} empty")
+assert forms_gap < 1e-5 and decode_gap < 1e-5 and state_cache.nbytes == empty_bytes

@@ -17,9 +17,18 @@ Shapes: ``B`` batch, ``H`` query heads, ``H_kv`` key/value heads, ``G = H // H_k
 - **The (1 + w) RMSNorm** (Gemma 3, Qwen3-Next): the norm's weight is stored as an
   offset from 1 and starts at zero.
 - **The score scale**: ``scale`` replaces ``1 / sqrt(d_h)`` (Gemma's
-  ``query_pre_attn_scalar ** -0.5``).
+  ``query_pre_attn_scalar ** -0.5``; 1 in Gemma 4).
+- **Temperature tuning** (Llama 4's layers without rotary positions): the query at
+  position ``p`` is multiplied by
 
-The output gate of Qwen3-Next and the rest live in ``modern.py``.
+      1 + attn_scale * ln(1 + floor((p + 1) / floor_scale))
+
+  which is 1 for the first ``floor_scale - 1`` positions and then grows with the log
+  of the position, in steps: sharper attention far into a long text, where a softmax
+  over many keys would otherwise flatten.
+
+The output gate of Qwen3-Next, Llama 4's chunks and positionless layers, Gemma 4's
+values and shared keys and the rest live in ``modern.py``.
 
 ``scaled_dot_product_attention`` has no soft-capping and no sinks: ``ModernAttention``
 refuses its fast path with either (its explicit path is the one tested).
@@ -38,6 +47,17 @@ def soft_cap(scores: torch.Tensor, cap: float) -> torch.Tensor:
     """``cap * tanh(scores / cap)``: about ``scores`` near 0, never beyond ``cap``."""
     return cap * torch.tanh(scores / cap)
 # --8<-- [end:softcap]
+
+
+# --8<-- [start:temperature]
+def temperature_scales(
+    positions: torch.Tensor, floor_scale: float, attn_scale: float
+) -> torch.Tensor:
+    """Llama 4's query scale at each position ``(T,)``:
+    ``1 + attn_scale * ln(1 + floor((p + 1) / floor_scale))``, ``(T,)`` float32."""
+    steps = torch.floor((positions.float() + 1.0) / floor_scale)  # (T,): 0, 0, .., 1
+    return torch.log1p(steps) * attn_scale + 1.0  # (T,)
+# --8<-- [end:temperature]
 
 
 # --8<-- [start:norm]

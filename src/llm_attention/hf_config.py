@@ -20,10 +20,35 @@ family           what differs from Llama
 ``gpt_oss``      sinks, biases, YaRN, windowed and full layers alternating
 ``qwen3_next``   an output gate, ``(1 + w)`` QK-norm, a quarter of each head turned;
                  three of four layers are linear attention, which this is not
+``llama4_text``  three chunked layers with a weightless QK-norm and neighbour-paired
+                 rotary, then one full layer without positions, its queries
+                 temperature-tuned (``llama4``: its ``text_config``)
+``smollm3``      every fourth layer without positions
+``gemma4_text``  score scale 1, QK-norm and a weightless norm on values, five
+                 windowed layers per full one; full layers with wider heads,
+                 proportional rotary on a quarter of each head and (some sizes)
+                 keys as values; the last layers reuse earlier layers' keys and
+                 values (``gemma4``: its ``text_config``)
+``qwen3_5_text`` as ``qwen3_next`` (its multimodal rotary angles are plain ones for
+                 text: the three position components of a text token are equal)
 ===============  =============================================================
 
+``kv_source_layer(config, layer_idx)`` names the earlier layer whose keys and values a
+Gemma 4 sharing layer reads (None for a layer with its own).
+
 ``latent_attention_options(config, layer_idx)`` does the same for ``LatentAttention``
-(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``).
+(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``) or the full layers of Kimi
+Linear (``kimi_linear``: latent attention without rotary positions), and
+``sparse_latent_attention_options`` for ``SparseLatentAttention``
+(``sparse_latent.py``) from a DeepSeek-V3.2 config (``deepseek_v32``: the same latent
+attention, plus the indexer's sizes).
+
+``linear_attention_options(config, layer_idx)`` gives the options of
+``GatedDeltaNet`` (``qwen3_next``, ``qwen3_5_text``) or ``KimiDeltaAttention``
+(``kimi_linear``), in ``linear_attention.py``, for a linear-attention layer.
+
+A Qwen3.5 ``config.json`` (``model_type`` ``qwen3_5``) is read through its
+``text_config``, as Gemma 3's is.
 
 Anything else (another family, another rope type, bidirectional attention, a layer
 that is not attention) raises a ``ValueError`` that names it: never a layer that
@@ -39,9 +64,14 @@ from __future__ import annotations
 
 FAMILIES = (
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "gpt_oss",
-    "qwen3_next",
+    "qwen3_next", "qwen3_5_text", "llama4_text", "smollm3", "gemma4_text",
 )
-LAYER_TYPES = ("full_attention", "sliding_attention")
+LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+# multimodal configs whose text model is a family here: model_type -> the text's
+TEXT_CONFIGS = {
+    "gemma3": "gemma3_text", "llama4": "llama4_text", "gemma4": "gemma4_text",
+    "qwen3_5": "qwen3_5_text",
+}
 
 
 def rename_weights(
@@ -49,10 +79,12 @@ def rename_weights(
 ) -> dict:
     """One transformers layer's weights under our names, for ``load_state_dict``.
 
-    ``names`` maps each of its submodules to ours (``"q_proj" -> "W_query"``);
-    ``bare`` lists parameters the layer holds itself, not in a submodule (gpt-oss's
-    ``sinks``). ``prefix`` picks the layer out of a whole model's state dict; keys
-    that do not start with it are skipped; any other key is refused by name.
+    ``names`` maps each of its submodules to ours (``"q_proj" -> "W_query"``; a
+    nested one is named with its dots, ``"forget_gate.f_a_proj"``); ``bare`` lists
+    parameters held outside any linear layer (gpt-oss's ``sinks``, Kimi's
+    ``"forget_gate.A_log"``). ``prefix`` picks the layer out of a whole model's state
+    dict; keys that do not start with it are skipped; any other key is refused by
+    name.
     """
     if not isinstance(state_dict, dict):
         raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
@@ -62,10 +94,11 @@ def rename_weights(
     for key, tensor in state_dict.items():
         if not key.startswith(prefix):
             continue
-        layer, _, param = key[len(prefix):].partition(".")
-        if layer in bare and not param:
-            renamed[names[layer]] = tensor
+        name = key[len(prefix):]
+        if name in bare:
+            renamed[names[name]] = tensor
             continue
+        layer, _, param = name.rpartition(".")  # a submodule may be nested: "a.b"
         if layer not in names or param not in ("weight", "bias"):
             raise ValueError(
                 f"state_dict key {key!r} is not a weight of {layer_kind}; "
@@ -79,7 +112,7 @@ def rename_weights(
 
 def config_dict(config: object) -> dict:
     """A plain dict of ``config`` (a dict, or an object with ``to_dict``); the text
-    part of a Gemma 3 multimodal config."""
+    part of a Gemma 3, Llama 4 or Gemma 4 multimodal config."""
     if isinstance(config, dict):
         values = dict(config)
     elif callable(getattr(config, "to_dict", None)):
@@ -90,9 +123,20 @@ def config_dict(config: object) -> dict:
             f"got {type(config).__name__}"
         )
     text = values.get("text_config")
-    if values.get("model_type") == "gemma3" and isinstance(text, dict):
-        values = {**text, "model_type": "gemma3_text"}
+    family = values.get("model_type")
+    if family in TEXT_CONFIGS and isinstance(text, dict):
+        values = {**text, "model_type": TEXT_CONFIGS[family]}
     return values
+
+
+def uses_rope(values: dict, layer_idx: int) -> bool:
+    """Whether layer ``layer_idx`` of Llama 4 or SmolLM3 turns its queries and keys:
+    ``no_rope_layers[i]`` is 1 for a layer with rotary positions (the name says the
+    opposite), or every ``no_rope_layer_interval``-th layer goes without."""
+    flags = values.get("no_rope_layers")
+    if flags:
+        return bool(flags[layer_idx])
+    return (layer_idx + 1) % values.get("no_rope_layer_interval", 4) != 0
 
 
 def layer_type(values: dict, layer_idx: int) -> str:
@@ -108,14 +152,33 @@ def layer_type(values: dict, layer_idx: int) -> str:
     if values.get("layer_types"):
         return values["layer_types"][layer_idx]
     position = layer_idx + 1
+    if family == "llama4_text":  # the layers with positions are the chunked ones
+        return "chunked_attention" if uses_rope(values, layer_idx) else "full_attention"
+    if family == "smollm3":  # a window, if any, on the layers without positions
+        windowed = values.get("use_sliding_window") and values.get("sliding_window")
+        if windowed and not uses_rope(values, layer_idx):
+            return "sliding_attention"
+        return "full_attention"
+    if family == "gemma4_text":  # five windowed, then one full; the last one full
+        if position == num_layers or position % 6 == 0:
+            return "full_attention"
+        return "sliding_attention"
     if family in ("gemma2", "gpt_oss"):  # windowed, full, windowed, ...
         return "sliding_attention" if position % 2 else "full_attention"
     if family == "gemma3_text":  # five windowed, then one full
         pattern = values.get("sliding_window_pattern", 6)
         return "sliding_attention" if position % pattern else "full_attention"
-    if family == "qwen3_next":  # three linear-attention layers, then one full
+    if family in ("qwen3_next", "qwen3_5_text"):  # three linear layers, one full
         interval = values.get("full_attention_interval", 4)
         return "linear_attention" if position % interval else "full_attention"
+    if family == "kimi_linear":  # config.json: 1-based lists of each kind's layers
+        lists = values.get("linear_attn_config") or {}
+        if position in lists.get("full_attn_layers", ()):
+            return "full_attention"
+        if position in lists.get("kda_layers", ()):
+            return "linear_attention"
+        return "full_attention" if layer_idx and layer_idx % 4 == 0 else (
+            "linear_attention")  # transformers' default pattern
     if family == "mistral":
         return "sliding_attention" if values.get("sliding_window") else "full_attention"
     if family in ("qwen2", "qwen3") and values.get("use_sliding_window"):
@@ -130,6 +193,13 @@ def rope_options(values: dict, kind: str) -> dict:
     params = values.get("rope_parameters")
     if isinstance(params, dict) and isinstance(params.get(kind), dict):
         params = params[kind]  # one set per layer kind (Gemma 3)
+    if not params and family == "gemma4_text":  # transformers' defaults
+        params = (
+            {"rope_type": "default", "rope_theta": 10_000.0}
+            if kind == "sliding_attention" else
+            {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+             "rope_theta": 1_000_000.0}
+        )
     if not params:  # a config.json: rope_theta, rope_scaling (and Gemma 3's local base)
         if family == "gemma3_text" and kind == "sliding_attention":
             params = {"rope_theta": values.get("rope_local_base_freq", 10000.0)}
@@ -147,6 +217,9 @@ def rope_options(values: dict, kind: str) -> dict:
     partial = params.pop("partial_rotary_factor", None)
     if partial is None:
         partial = values.get("partial_rotary_factor") or 1.0
+    if family == "qwen3_5_text":  # the three components are equal for text tokens
+        params.pop("mrope_section", None)
+        params.pop("mrope_interleaved", None)
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
     params.pop("type", None)
     scaling = None if rope_type == "default" else {"rope_type": rope_type, **params}
@@ -170,9 +243,11 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
             f"model_type {family!r} is not implemented; expected one of "
             f"{', '.join(FAMILIES)}"
         )
-    if values.get("use_bidirectional_attention"):
-        raise ValueError(
-            "use_bidirectional_attention=True is not implemented (causal only)"
+    both_ways = values.get("use_bidirectional_attention")
+    if both_ways and not (family == "gemma4_text" and both_ways == "vision"):
+        raise ValueError(  # Gemma 4's "vision": images both ways, text causal
+            f"use_bidirectional_attention={both_ways!r} is not implemented "
+            "(causal only)"
         )
     kind = layer_type(values, layer_idx)
     if kind not in LAYER_TYPES:
@@ -192,11 +267,24 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
     )
     if kind == "sliding_attention":
         options["window"] = values["sliding_window"]
+    if kind == "chunked_attention":
+        if not values.get("attention_chunk_size"):
+            raise ValueError(
+                f"layer {layer_idx} of {family!r} is chunked but the config gives "
+                "no attention_chunk_size"
+            )
+        options["chunk_size"] = values["attention_chunk_size"]
+    if family in ("llama4_text", "smollm3"):  # every fourth layer: no positions
+        options["nope"] = not uses_rope(values, layer_idx)
+    if family == "llama4_text":
+        options.update(llama4_options(values, options["nope"]))
+    if family == "gemma4_text":
+        options.update(gemma4_options(values, layer_idx, kind))
     if family == "mistral":
         options.update(qkv_bias=False, out_bias=False)
     if family == "qwen2":  # biases on q, k, v only
         options.update(qkv_bias=True, out_bias=False)
-    if family in ("qwen3", "gemma3_text", "qwen3_next"):
+    if family in ("qwen3", "gemma3_text", "qwen3_next", "qwen3_5_text"):
         options.update(qk_norm=True, norm_eps=values.get("rms_norm_eps", 1e-6))
         options["norm_unit_offset"] = family != "qwen3"
     if family in ("gemma2", "gemma3_text"):
@@ -205,26 +293,116 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
         options["softcap"] = values.get("attn_logit_softcapping")
     if family == "gpt_oss":
         options["sinks"] = True
-    if family == "qwen3_next":
+    if family in ("qwen3_next", "qwen3_5_text"):
         options["output_gate"] = True
     return options
 # --8<-- [end:options]
 
 
-LATENT_FAMILIES = ("deepseek_v3",)
+def llama4_options(values: dict, nope: bool) -> dict:
+    """Llama 4's own: rotary pairs of neighbours; on layers with positions a QK-norm
+    without weights; on the others, temperature-tuned queries (transformers'
+    defaults where the config is silent)."""
+    options = dict(rope_interleave=True)
+    if values.get("use_qk_norm", True) and not nope:
+        options.update(qk_norm=True, qk_norm_weight=False,
+                       norm_eps=values.get("rms_norm_eps", 1e-5))
+    if values.get("attn_temperature_tuning", True) and nope:
+        options["temperature_tuning"] = (
+            values.get("floor_scale", 8192), values.get("attn_scale", 0.1)
+        )
+    return options
+
+
+def gemma4_options(values: dict, layer_idx: int, kind: str) -> dict:
+    """Gemma 4's own: score scale 1, QK-norm, a weightless norm on values; the full
+    layers' wider heads (``global_head_dim``, 512 when not given) and, with
+    ``attention_k_eq_v``, their own key/value heads and keys as values; the sharing
+    layers' missing projections."""
+    shared = kv_source_layer(values, layer_idx) is not None
+    head_dim = values.get("head_dim") or 256
+    kv_heads = values.get("num_key_value_heads") or values["num_attention_heads"]
+    keys_as_values = bool(values.get("attention_k_eq_v")) and kind == "full_attention"
+    per_layer = values.get("per_layer_config")
+    if isinstance(per_layer, dict):  # a config object's: the layers' own sizes
+        by_index = {int(key): sizes for key, sizes in per_layer.items()}  # "05" -> 5
+        own = by_index.get(layer_idx, {})
+        head_dim = own.get("head_dim", head_dim)
+        kv_heads = own.get("num_key_value_heads", kv_heads)
+    elif kind == "full_attention":  # a config.json's global_* fields
+        head_dim = values.get("global_head_dim") or 512
+        if keys_as_values and values.get("num_global_key_value_heads"):
+            kv_heads = values["num_global_key_value_heads"]
+    return dict(
+        head_dim=head_dim, num_kv_heads=kv_heads, scale=1.0, qk_norm=True,
+        norm_eps=values.get("rms_norm_eps", 1e-6), value_norm=not shared,
+        values_from_keys=keys_as_values and not shared, kv_shared=shared,
+    )
+
+
+def kv_source_layer(config: object, layer_idx: int) -> int | None:
+    """The earlier layer whose keys and values layer ``layer_idx`` reuses (Gemma 4's
+    last ``num_kv_shared_layers``: the last layer of the same kind before them), or
+    None for a layer with its own."""
+    values = config_dict(config)
+    kind = layer_type(values, layer_idx)  # also checks the index
+    count = values.get("num_kv_shared_layers") or 0
+    first_shared = values.get("num_hidden_layers", 0) - count
+    if values.get("model_type") != "gemma4_text" or layer_idx < first_shared:
+        return None
+    for earlier in range(first_shared - 1, -1, -1):
+        if layer_type(values, earlier) == kind:
+            return earlier
+    raise ValueError(
+        f"layer {layer_idx} reuses the keys of an earlier {kind!r} layer, but none "
+        f"of the first {first_shared} layers is of that kind"
+    )
+
+
+LATENT_FAMILIES = ("deepseek_v3", "kimi_linear")
+SPARSE_LATENT_FAMILIES = ("deepseek_v32",)  # latent attention over top-k tokens
 
 
 # --8<-- [start:latent]
 def latent_attention_options(config: object, layer_idx: int = 0) -> dict:
     """The keyword arguments of ``LatentAttention`` for layer ``layer_idx`` (every
-    layer of DeepSeek-V3 has latent attention; its feed-forward parts differ)."""
+    layer of DeepSeek-V3 has latent attention; Kimi Linear's full layers have it
+    without rotary positions)."""
     values = config_dict(config)
     family = values.get("model_type")
+    if family in SPARSE_LATENT_FAMILIES:
+        raise ValueError(
+            f"model_type {family!r} attends over the tokens its indexer selects: use "
+            "sparse_latent_attention_options (SparseLatentAttention), not dense "
+            "latent attention"
+        )
     if family not in LATENT_FAMILIES:
         raise ValueError(
             f"model_type {family!r} has no latent attention here; expected one of "
             f"{', '.join(LATENT_FAMILIES)}"
         )
+    if family == "kimi_linear":
+        return kimi_latent_options(values, layer_idx, layer_type(values, layer_idx))
+    return _latent_options(values, layer_idx)
+
+
+def sparse_latent_attention_options(config: object, layer_idx: int = 0) -> dict:
+    """The keyword arguments of ``SparseLatentAttention`` for layer ``layer_idx`` of a
+    DeepSeek-V3.2 config: those of ``LatentAttention`` and the indexer's sizes."""
+    values = config_dict(config)
+    family = values.get("model_type")
+    if family not in SPARSE_LATENT_FAMILIES:
+        raise ValueError(
+            f"model_type {family!r} has no sparse latent attention here; expected "
+            f"one of {', '.join(SPARSE_LATENT_FAMILIES)}"
+        )
+    return dict(
+        _latent_options(values, layer_idx), index_n_heads=values["index_n_heads"],
+        index_head_dim=values["index_head_dim"], index_topk=values["index_topk"],
+    )
+
+
+def _latent_options(values: dict, layer_idx: int) -> dict:
     layer_type(values, layer_idx)  # the index must name a layer
     rope = rope_options(values, "full_attention")
     if rope.pop("partial_rotary_factor") != 1.0:
@@ -245,3 +423,86 @@ def latent_attention_options(config: object, layer_idx: int = 0) -> dict:
         norm_eps=values.get("rms_norm_eps", 1e-6), **rope,
     )
 # --8<-- [end:latent]
+
+
+def kimi_latent_options(values: dict, layer_idx: int, kind: str) -> dict:
+    """Kimi Linear's full layers as transformers runs them (``KimiLinearAttention``):
+    latent attention whose ``d_r`` key part is shared but never turned, and norms
+    with transformers' default epsilon (1e-6), not ``rms_norm_eps``."""
+    if kind != "full_attention":
+        raise ValueError(
+            f"layer {layer_idx} of 'kimi_linear' is a {kind!r} layer, not latent "
+            "attention; its latent layers are those of type 'full_attention'"
+        )
+    if values.get("mla_use_nope") is False:
+        raise ValueError(
+            "mla_use_nope=False (rotary latent attention) is not what transformers "
+            "runs for kimi_linear, and is not implemented"
+        )
+    width = values["hidden_size"]
+    context = values.get("max_position_embeddings") or values["model_max_length"]
+    return dict(
+        d_in=width, d_out=width, context_length=context,
+        dropout=float(values.get("attention_dropout", 0.0) or 0.0),
+        num_heads=values["num_attention_heads"],
+        kv_lora_rank=values["kv_lora_rank"], q_lora_rank=values.get("q_lora_rank"),
+        qk_nope_head_dim=values["qk_nope_head_dim"],
+        qk_rope_head_dim=values["qk_rope_head_dim"], v_head_dim=values["v_head_dim"],
+        bias=bool(values.get("attention_bias", False)), rotary=False, norm_eps=1e-6,
+    )
+
+
+LINEAR_FAMILIES = ("qwen3_next", "qwen3_5_text", "kimi_linear")
+# Kimi Linear's config.json nests these; transformers' config object flattens them
+KIMI_LINEAR_FIELDS = {"linear_num_heads": "num_heads", "linear_head_dim": "head_dim",
+                      "linear_conv_kernel_dim": "short_conv_kernel_size"}
+
+
+def _field(values: dict, name: str):
+    if values.get(name) is None:
+        raise ValueError(f"the config of {values['model_type']!r} gives no {name}")
+    return values[name]
+
+
+# --8<-- [start:linear]
+def linear_attention_options(config: object, layer_idx: int = 0) -> dict:
+    """The keyword arguments of ``GatedDeltaNet`` (Qwen3-Next, Qwen3.5) or
+    ``KimiDeltaAttention`` (Kimi Linear) for linear-attention layer ``layer_idx``."""
+    values = config_dict(config)
+    family = values.get("model_type")
+    if family not in LINEAR_FAMILIES:
+        raise ValueError(
+            f"model_type {family!r} has no linear attention here; expected one of "
+            f"{', '.join(LINEAR_FAMILIES)}"
+        )
+    kind = layer_type(values, layer_idx)
+    if kind != "linear_attention":
+        raise ValueError(
+            f"layer {layer_idx} of {family!r} is a {kind!r} layer, not linear "
+            "attention; its linear layers are those of type 'linear_attention'"
+        )
+    if values.get("hidden_act", "silu") != "silu":  # the short convolution's
+        raise ValueError(f"hidden_act={values['hidden_act']!r} is not implemented "
+                         "for the short convolution (silu only)")
+    width = values["hidden_size"]
+    options = dict(d_in=width, d_out=width, norm_eps=values.get("rms_norm_eps", 1e-6))
+    if family != "kimi_linear":
+        return dict(
+            options, num_heads=_field(values, "linear_num_value_heads"),
+            num_key_heads=_field(values, "linear_num_key_heads"),
+            key_head_dim=_field(values, "linear_key_head_dim"),
+            value_head_dim=_field(values, "linear_value_head_dim"),
+            conv_kernel=values.get("linear_conv_kernel_dim", 4),
+        )
+    nested = values.get("linear_attn_config") or {}  # config.json's names
+    known = {*KIMI_LINEAR_FIELDS.values(), "kda_layers", "full_attn_layers"}
+    for name in sorted(set(nested) - known):  # gate_lower_bound, ...: refused
+        raise ValueError(f"linear_attn_config[{name!r}] is not implemented")
+    flat = {**values, **{ours: nested[theirs] for ours, theirs
+                         in KIMI_LINEAR_FIELDS.items() if theirs in nested}}
+    return dict(
+        options, num_heads=_field(flat, "linear_num_heads"),
+        head_dim=_field(flat, "linear_head_dim"),
+        conv_kernel=flat.get("linear_conv_kernel_dim") or 4,
+    )
+# --8<-- [end:linear]

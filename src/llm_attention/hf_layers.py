@@ -12,12 +12,29 @@ transformers attention submodule, ``model.layers[i].self_attn`` or
 The module it returns runs a causal prefill over positions ``0..T-1`` when called as
 ``module(x)`` on ``x`` ``(B, T, hidden_size)``, and returns ``(B, T, hidden_size)``.
 
-===========================  ==========================================
-layer kind                   module
-===========================  ==========================================
-softmax attention            ``ModernAttention`` (``modern.py``)
-latent attention (DeepSeek)  ``LatentAttention`` (``latent.py``)
-===========================  ==========================================
+================================  ===========================================
+layer kind                        module
+================================  ===========================================
+softmax attention: full,          ``ModernAttention`` (``modern.py``)
+windowed or chunked (Llama ...
+Qwen3-Next, Qwen3.5's full
+layers)
+latent attention (DeepSeek-V3;    ``LatentAttention`` (``latent.py``)
+Kimi Linear's full layers,
+without rotary positions)
+sparse latent attention           ``SparseLatentAttention`` (``sparse_latent.py``,
+(DeepSeek-V3.2)                   DeepSeek Sparse Attention: an indexer's top-k)
+Gated DeltaNet (Qwen3-Next and    ``GatedDeltaNet`` (``linear_attention.py``)
+Qwen3.5's linear layers)
+Kimi Delta Attention (Kimi        ``KimiDeltaAttention``
+Linear's linear layers)           (``linear_attention.py``)
+================================  ===========================================
+
+A Gemma 4 layer that reuses an earlier layer's keys and values
+(``hf_config.kv_source_layer`` names that layer) has no key or value projection:
+call it with ``cache=`` the ``kv_sharing.SharedKV`` its source layer was called
+with, after the source ran on the same tokens; ``module(x)`` alone raises a
+``TypeError`` that says so.
 
 A family or a layer kind that no module here implements is refused by name: never a
 module that silently computes something else.
@@ -25,18 +42,18 @@ module that silently computes something else.
 This module lives apart from ``hf_config.py`` because it imports every layer module:
 ``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
 
-Builds on ``hf_config.py``, ``latent.py`` and ``modern.py`` of this package (and what
-they build on), imported relatively: copy them with this file, under any package name
-(its API page offers the set as one download). MIT licence: keep the first two lines of
-each file.
+Builds on ``hf_config.py``, ``latent.py``, ``linear_attention.py``, ``modern.py`` and
+``sparse_latent.py`` of this package (and what they build on), imported relatively: copy
+them with this file, under any package name (its API page offers the set as one
+download). MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from . import latent, modern
-from .hf_config import FAMILIES, LATENT_FAMILIES, config_dict, layer_type
+from . import latent, linear_attention, modern, sparse_latent
+from .hf_config import FAMILIES, SPARSE_LATENT_FAMILIES, config_dict, layer_type
 
 
 def _modern(config, layer_idx: int, overrides: dict) -> nn.Module:
@@ -47,22 +64,66 @@ def _latent(config, layer_idx: int, overrides: dict) -> nn.Module:
     return latent.LatentAttention.from_hf_config(config, layer_idx, **overrides)
 
 
-# (family, layer kind) -> (builder, renamer of the transformers submodule's weights).
-# A kind of None matches every layer of the family.
+def _sparse_latent(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return sparse_latent.SparseLatentAttention.from_hf_config(
+        config, layer_idx, **overrides
+    )
+
+
+def _linear(overrides: dict) -> dict:
+    """A linear layer reads any number of tokens: a ``context_length`` given for the
+    whole model applies to its softmax layers only."""
+    return {name: value for name, value in overrides.items()
+            if name != "context_length"}
+
+
+def _gated_delta_net(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return linear_attention.GatedDeltaNet.from_hf_config(
+        config, layer_idx, **_linear(overrides)
+    )
+
+
+def _kimi_delta(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return linear_attention.KimiDeltaAttention.from_hf_config(
+        config, layer_idx, **_linear(overrides)
+    )
+
+
+def _by_name(rename):
+    """A renamer that needs only the weights' names, not the module built."""
+    return lambda state_dict, module: rename(state_dict)
+
+
+def _linear_weights(state_dict: dict, module: nn.Module) -> dict:
+    """Qwen3-Next groups its projections by key head: the module says how many."""
+    return linear_attention.from_hf_state_dict(
+        state_dict, num_key_heads=module.num_key_heads
+    )
+
+
+MODERN = (_modern, _by_name(modern.from_hf_state_dict))
+LATENT = (_latent, _by_name(latent.from_hf_state_dict))
+# (family, layer kind) -> (builder, renamer of the transformers submodule's weights,
+# called with them and the module built). A kind of None matches every layer.
 BUILDERS = {
-    **{(family, "full_attention"): (_modern, modern.from_hf_state_dict)
-       for family in FAMILIES},
-    **{(family, "sliding_attention"): (_modern, modern.from_hf_state_dict)
-       for family in FAMILIES},
-    **{(family, None): (_latent, latent.from_hf_state_dict)
-       for family in LATENT_FAMILIES},
+    **{(family, "full_attention"): MODERN for family in FAMILIES},
+    **{(family, "sliding_attention"): MODERN for family in FAMILIES},
+    ("llama4_text", "chunked_attention"): MODERN,
+    ("deepseek_v3", None): LATENT,
+    **{(family, None): (_sparse_latent, _by_name(sparse_latent.from_hf_state_dict))
+       for family in SPARSE_LATENT_FAMILIES},
+    ("kimi_linear", "full_attention"): LATENT,
+    ("qwen3_next", "linear_attention"): (_gated_delta_net, _linear_weights),
+    ("qwen3_5_text", "linear_attention"): (_gated_delta_net, _linear_weights),
+    ("kimi_linear", "linear_attention"): (_kimi_delta, _linear_weights),
 }
 
 
 def layer_kind(config: object, layer_idx: int) -> tuple[str, str]:
     """``(model_type, kind)`` of decoder layer ``layer_idx``: the kind is what the
     config's ``layer_types`` (or its family's pattern) says, for example
-    ``"full_attention"``, ``"sliding_attention"`` or ``"linear_attention"``."""
+    ``"full_attention"``, ``"sliding_attention"`` or ``"linear_attention"``. A
+    Qwen3.5 config's ``model_type`` is that of its text part, ``"qwen3_5_text"``."""
     values = config_dict(config)
     return values.get("model_type"), layer_type(values, layer_idx)
 
@@ -74,7 +135,8 @@ def layer_from_hf(
     """Our module for decoder layer ``layer_idx`` of ``config`` (a transformers config
     or a ``config.json`` dict), in eval mode, with the weights of ``state_dict`` (that
     layer's transformers attention submodule's ``state_dict()``) when given.
-    ``overrides`` replace options, for example ``context_length=4096``."""
+    ``overrides`` replace options, for example ``context_length=4096`` (which a
+    linear-attention layer, having no limit, ignores)."""
     family, kind = layer_kind(config, layer_idx)
     entry = BUILDERS.get((family, kind)) or BUILDERS.get((family, None))
     if entry is None:
@@ -91,6 +153,6 @@ def layer_from_hf(
     build, rename = entry
     module = build(config, layer_idx, overrides)
     if state_dict is not None:
-        module.load_state_dict(rename(dict(state_dict)))
+        module.load_state_dict(rename(dict(state_dict), module))
     return module.eval()
 # --8<-- [end:layer_from_hf]

@@ -32,8 +32,12 @@ token; more arithmetic per score, which prefill pays for.
 d_r`` numbers per layer (512 + 64 = 576 in DeepSeek-V3, against 128 x (192 + 128) =
 40,960 for the keys and values of its 128 heads, were they cached).
 
-``from_hf_config`` reads a DeepSeek-V3 config (transformers or ``config.json``);
-``from_hf_state_dict`` renames the weights of its ``DeepseekV3Attention``.
+``rotary=False`` leaves the ``d_r`` parts unturned: a key part shared by all heads,
+without positions, as in Kimi Linear's full layers.
+
+``from_hf_config`` reads a DeepSeek-V3 or Kimi Linear config (transformers or
+``config.json``); ``from_hf_state_dict`` renames the weights of its
+``DeepseekV3Attention`` (or ``KimiLinearAttention``: the same names).
 
 Builds on ``attention_variants.py``, ``checks.py``, ``grouped_query.py``,
 ``hf_config.py``, ``rope.py`` and ``rope_scaling.py`` of this package, imported
@@ -278,6 +282,8 @@ class LatentAttention(nn.Module):
             ``rope_scaling.rope_frequencies`` takes them (DeepSeek-V3: ``yarn``).
         rope_interleave: rotary pairs are neighbours ``(2i, 2i + 1)`` (DeepSeek's
             weights) rather than halves ``(i, i + d_r / 2)``.
+        rotary: turn the ``d_r`` parts by position. False: they stay a key part
+            shared by all heads, without positions (Kimi Linear's full layers).
         norm_eps: the epsilon of both RMSNorms.
         scale: the score scale. None: ``(d_n + d_r) ** -0.5``, times
             ``(0.1 mscale_all_dim ln(factor) + 1) ** 2`` with YaRN's
@@ -311,6 +317,7 @@ class LatentAttention(nn.Module):
         rope_base: float = 10000.0,
         rope_scaling: dict | None = None,
         rope_interleave: bool = True,
+        rotary: bool = True,
         norm_eps: float = 1e-6,
         scale: float | None = None,
         absorb: bool = False,
@@ -325,14 +332,14 @@ class LatentAttention(nn.Module):
             sizes["q_lora_rank"] = q_lora_rank
         for name, value in sizes.items():
             check_size(name, value)
-        if qk_rope_head_dim % 2 != 0:
+        if rotary and qk_rope_head_dim % 2 != 0:
             raise ValueError(
                 "qk_rope_head_dim must be even (rotary dimensions turn in pairs), "
                 f"got {qk_rope_head_dim}"
             )
         check_dropout(dropout)
-        flags = dict(bias=bias, rope_interleave=rope_interleave, absorb=absorb,
-                     fast_path=fast_path)
+        flags = dict(bias=bias, rope_interleave=rope_interleave, rotary=rotary,
+                     absorb=absorb, fast_path=fast_path)
         for name, flag in flags.items():
             check_flag(name, flag)
         for name, value in (("norm_eps", norm_eps), ("scale", scale)):
@@ -349,9 +356,8 @@ class LatentAttention(nn.Module):
                 "rope_scaling must be None or a dict with a 'rope_type' and its "
                 f"parameters, got {rope_scaling!r}"
             )
-        inv_freq, attention_factor = rope_frequencies(
-            qk_rope_head_dim, rope_base, **(rope_scaling or {})
-        )  # (d_r / 2,) and a float
+        if rope_scaling is not None and not rotary:
+            raise ValueError("rope_scaling needs rotary=True, got rotary=False")
         super().__init__()
         self.context_length = context_length
         self.num_heads = num_heads
@@ -382,17 +388,23 @@ class LatentAttention(nn.Module):
             kv_lora_rank, num_heads * (qk_nope_head_dim + v_head_dim), bias=False
         )  # (H (d_n + d_v), d_c): every head's k_nope and v from the latent
         self.out_proj = nn.Linear(num_heads * v_head_dim, d_out, bias=bias)
-        self.rope = RotaryEmbedding(
-            qk_rope_head_dim, context_length, rope_base,
-            inv_freq=inv_freq, attention_factor=attention_factor,
-        )
+        self.rope = None  # without positions: no tables of context_length rows
+        if rotary:
+            inv_freq, attention_factor = rope_frequencies(
+                qk_rope_head_dim, rope_base, **(rope_scaling or {})
+            )  # (d_r / 2,) and a float
+            self.rope = RotaryEmbedding(
+                qk_rope_head_dim, context_length, rope_base,
+                inv_freq=inv_freq, attention_factor=attention_factor,
+            )
         self.dropout = nn.Dropout(dropout)
     # --8<-- [end:init]
 
     @classmethod
     def from_hf_config(cls, config, layer_idx: int = 0, **overrides):
-        """The attention of layer ``layer_idx`` of a DeepSeek-V3 config (transformers
-        object or ``config.json`` dict). ``overrides`` replace options, for example
+        """The attention of layer ``layer_idx`` of a DeepSeek-V3 config, or of a
+        full layer of a Kimi Linear config (transformers object or ``config.json``
+        dict). ``overrides`` replace options, for example
         ``context_length=4096`` (the default is ``max_position_embeddings``)."""
         return cls(**{**latent_attention_options(config, layer_idx), **overrides})
 
@@ -412,7 +424,10 @@ class LatentAttention(nn.Module):
         return weight.to_local() if hasattr(weight, "to_local") else weight
 
     def turn(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        """Rotary positions on ``x`` ``(B, H or 1, T, d_r)`` at ``start..``."""
+        """Rotary positions on ``x`` ``(B, H or 1, T, d_r)`` at ``start..`` (none
+        when the layer has no rotary part)."""
+        if self.rope is None:
+            return x
         if self.rope_interleave:
             x = deinterleave(x)  # neighbours -> halves
         return self.rope(x, start)  # (B, H or 1, T, d_r)
@@ -558,6 +573,7 @@ class LatentAttention(nn.Module):
             f"qk_nope_head_dim={self.qk_nope_head_dim}, "
             f"qk_rope_head_dim={self.qk_rope_head_dim}, v_head_dim={self.v_head_dim}, "
             f"scale={self.scale:.4g}, absorb={self.absorb}, fast_path={self.fast_path}"
+            + ("" if self.rope is not None else ", rotary=False")
         )
 
 

@@ -27,17 +27,32 @@ The family options, each off by default:
 - ``norm_unit_offset``: QK-norm weights applied as ``(1 + w)`` (Gemma 3, Qwen3-Next);
 - ``sinks``: a learned logit per head in every softmax (gpt-oss);
 - ``output_gate``: ``W_query`` also makes a gate per head,
-  ``out = (heads * sigmoid(gate)) W_out`` (Qwen3-Next).
+  ``out = (heads * sigmoid(gate)) W_out`` (Qwen3-Next);
+- ``chunk_size``: attend only within chunks of that many tokens, with a cache that
+  keeps only the current chunk (Llama 4's local layers; ``chunked.py``);
+- ``nope``: no rotary positions at all (every fourth layer of Llama 4 and SmolLM3);
+- ``temperature_tuning``: ``(floor_scale, attn_scale)``, queries scaled up with the log
+  of their position (Llama 4's positionless layers);
+- ``rope_interleave``: the checkpoint pairs neighbouring dimensions (Llama 4);
+- ``qk_norm_weight``: False for a QK-norm without weights (Llama 4's);
+- ``value_norm``: a weightless RMSNorm on each value head (Gemma 4);
+- ``values_from_keys``: no ``W_value``; the values are the key projection, before the
+  key's norm and rotation (Gemma 4's global layers);
+- ``kv_shared``: no ``W_key`` nor ``W_value``; the layer attends over the keys and
+  values an earlier layer made, handed over by a ``kv_sharing.SharedKV`` passed as
+  ``cache`` (Gemma 4's last layers).
 
 ``from_hf_config`` builds the layer of any supported family from a transformers config
 or the dict of a ``config.json``; ``from_hf_state_dict`` renames its weights
 (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``, ``q_norm``, ``k_norm``, ``sinks``).
 
-``make_cache`` gives a ``KVCache``, or with a window a ``RollingKVCache``.
+``make_cache`` gives a ``KVCache``, with a window a ``RollingKVCache``, with chunks a
+``ChunkedKVCache``.
 
-Builds on ``attention_variants.py``, ``checks.py``, ``grouped_query.py``,
-``hf_config.py``, ``kv_cache.py``, ``rope.py``, ``rope_scaling.py`` and
-``sliding_window.py`` of this package, imported relatively: copy them with this file,
+Builds on ``attention_variants.py``, ``checks.py``, ``chunked.py``,
+``grouped_query.py``, ``hf_config.py``, ``kv_cache.py``, ``kv_sharing.py``,
+``rope.py``, ``rope_scaling.py`` and ``sliding_window.py`` of this package, imported
+relatively: copy them with this file,
 under any package name (its API page offers the set as one download). MIT licence: keep
 the first two lines of each file.
 """
@@ -49,7 +64,11 @@ import numbers
 import torch
 from torch import nn
 
-from .attention_variants import UnitOffsetRMSNorm, variant_attention_explicit
+from .attention_variants import (
+    UnitOffsetRMSNorm,
+    temperature_scales,
+    variant_attention_explicit,
+)
 from .checks import (
     check_attention_arguments,
     check_flag,
@@ -59,6 +78,7 @@ from .checks import (
     held_heads,
     rows_here,
 )
+from .chunked import ChunkedKVCache, check_chunk_size, chunk_mask, left_padding
 from .grouped_query import (
     attention_mask,
     check_cache,
@@ -67,7 +87,8 @@ from .grouped_query import (
 )
 from .hf_config import modern_attention_options, rename_weights
 from .kv_cache import KVCache
-from .rope import RotaryEmbedding
+from .kv_sharing import SharedKV
+from .rope import RotaryEmbedding, neighbours_to_halves
 from .rope_scaling import rope_frequencies
 from .sliding_window import RollingKVCache, check_window
 
@@ -109,6 +130,50 @@ def check_fast_path(fast_path: bool, softcap: float | None, sinks: bool) -> None
             )
 
 
+def check_family_options(
+    qk_norm, norm_unit_offset, qk_norm_weight, window, chunk_size,
+    temperature_tuning, kv_shared, value_norm, values_from_keys,
+) -> None:
+    """Refuse option combinations no family has, with the reason."""
+    if norm_unit_offset and not qk_norm:
+        raise ValueError("norm_unit_offset=True needs qk_norm=True (it shapes it)")
+    if not qk_norm_weight and (not qk_norm or norm_unit_offset):
+        raise ValueError(
+            "qk_norm_weight=False needs qk_norm=True and norm_unit_offset=False "
+            "(a norm without weights has no offset to add)"
+        )
+    if window is not None and chunk_size is not None:
+        raise ValueError(
+            f"window={window} and chunk_size={chunk_size} cannot both be set: a "
+            "layer is windowed or chunked"
+        )
+    if temperature_tuning is not None:
+        pair = temperature_tuning
+        if not isinstance(pair, tuple | list):
+            pair = ()
+        if len(pair) != 2 or not all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0
+            for v in pair
+        ):
+            raise ValueError(
+                "temperature_tuning must be None or (floor_scale, attn_scale), two "
+                f"positive numbers, got {temperature_tuning!r}"
+            )
+    if kv_shared and (value_norm or values_from_keys or chunk_size is not None):
+        raise ValueError(
+            "kv_shared=True takes its keys and values as the owning layer made them: "
+            "value_norm, values_from_keys and chunk_size belong to that layer"
+        )
+
+
+def qk_norm_layer(dim: int, eps: float, unit_offset: bool, weight: bool) -> nn.Module:
+    """The RMSNorm of one query or key head: with a weight (Qwen3), a ``(1 + w)``
+    weight (Gemma 3), or none (Llama 4)."""
+    if unit_offset:
+        return UnitOffsetRMSNorm(dim, eps=eps)
+    return nn.RMSNorm(dim, eps=eps, elementwise_affine=weight)
+
+
 # --8<-- [start:class]
 class ModernAttention(nn.Module):
     r"""Grouped-query causal attention with rotary positions, an optional sliding
@@ -122,9 +187,11 @@ class ModernAttention(nn.Module):
     where $R_m$ turns each pair of dimensions by $m\theta_i$ (position $m$),
     $\hat q, \hat k$ are the (normed) projections, $s$ the score scale
     ($1/\sqrt{d_h}$ by default), cap the optional soft cap and $M$ hides the future,
-    padding, and keys at distance $\ge$ ``window``. With sinks, each head's softmax
-    has one more logit; with an output gate, head $h$ is multiplied by
-    $\sigma(g_h)$ before ``out_proj``.
+    padding, and keys at distance $\ge$ ``window`` (or in another chunk). With sinks,
+    each head's softmax has one more logit; with an output gate, head $h$ is
+    multiplied by $\sigma(g_h)$ before ``out_proj``. Without positions (``nope``)
+    $R$ is the identity; with temperature tuning $\hat q$ at position $m$ is
+    multiplied by $1 + a \ln(1 + \lfloor (m + 1) / f \rfloor)$.
 
     Args:
         d_in: width of each input token vector (the model width).
@@ -152,6 +219,24 @@ class ModernAttention(nn.Module):
         softcap: None, or the cap of ``cap * tanh(score / cap)`` (Gemma 2).
         sinks: a learned sink logit per head (gpt-oss).
         output_gate: ``W_query`` also makes a sigmoid gate per head (Qwen3-Next).
+        chunk_size: attend only to earlier tokens of the same chunk of this many
+            tokens, chunks counted from each sequence's first real token (Llama 4's
+            local layers); not with ``window``.
+        nope: no rotary positions (Llama 4, SmolLM3: every fourth layer).
+        temperature_tuning: None, or ``(floor_scale, attn_scale)``: the query at
+            position ``m`` is multiplied by
+            ``1 + attn_scale * ln(1 + floor((m + 1) / floor_scale))`` (Llama 4's
+            positionless layers: ``(8192, 0.1)``).
+        rope_interleave: the checkpoint's rotary pairs are neighbours
+            ``(2i, 2i + 1)`` (Llama 4); queries and keys are reordered into halves.
+        qk_norm_weight: False: the QK-norm has no weights (Llama 4's).
+        value_norm: a weightless RMSNorm over each value head (Gemma 4).
+        values_from_keys: no ``W_value``: each value head is the key projection's
+            head before its norm and rotation (Gemma 4's global layers).
+        kv_shared: no ``W_key``, ``W_value`` nor key norm: the layer attends over the
+            keys and values of an earlier layer, read from the ``SharedKV``
+            (``kv_sharing.py``) passed as ``cache``, after that layer ran on the same
+            tokens (Gemma 4's last layers).
         fast_path: use ``scaled_dot_product_attention`` (same result). The fused
             kernel has no soft cap and no sinks: with either, it is refused.
 
@@ -159,7 +244,9 @@ class ModernAttention(nn.Module):
         ``forward(x, padding_mask=None, *, cache=None)``: ``x`` ``(B, T, d_in)``,
         ``padding_mask`` ``(B, T)`` bool (True = real token), output
         ``(B, T, d_out)``. With a cache, ``x`` holds only the new tokens, at
-        positions ``cache.length..``.
+        positions ``cache.length..``. A ``kv_shared`` layer takes the owning
+        layer's ``SharedKV`` as ``cache`` (even for a prefill) and that layer's key
+        padding; its own ``padding_mask`` is checked, not used.
     """
 
     # --8<-- [start:body]
@@ -186,6 +273,14 @@ class ModernAttention(nn.Module):
         softcap: float | None = None,
         sinks: bool = False,
         output_gate: bool = False,
+        chunk_size: int | None = None,
+        nope: bool = False,
+        temperature_tuning: tuple[float, float] | None = None,
+        rope_interleave: bool = False,
+        qk_norm_weight: bool = True,
+        value_norm: bool = False,
+        values_from_keys: bool = False,
+        kv_shared: bool = False,
         fast_path: bool = False,
     ) -> None:
         if head_dim is not None:
@@ -198,17 +293,23 @@ class ModernAttention(nn.Module):
         check_size("d_out", d_out)
         check_num_kv_heads(num_heads, num_kv_heads)
         check_window(window)
+        check_chunk_size(chunk_size)
         if (inner // num_heads) % 2 != 0:
             raise ValueError(
                 "head_dim must be even for rotary embeddings (dimensions turn in "
                 f"pairs), got head_dim={inner // num_heads}"
             )
         flags = dict(out_bias=out_bias, qk_norm=qk_norm, sinks=sinks,
-                     norm_unit_offset=norm_unit_offset, output_gate=output_gate)
+                     norm_unit_offset=norm_unit_offset, output_gate=output_gate,
+                     nope=nope, rope_interleave=rope_interleave,
+                     qk_norm_weight=qk_norm_weight, value_norm=value_norm,
+                     values_from_keys=values_from_keys, kv_shared=kv_shared)
         for name, flag in flags.items():
             check_flag(name, flag)
-        if norm_unit_offset and not qk_norm:
-            raise ValueError("norm_unit_offset=True needs qk_norm=True (it shapes it)")
+        check_family_options(
+            qk_norm, norm_unit_offset, qk_norm_weight, window, chunk_size,
+            temperature_tuning, kv_shared, value_norm, values_from_keys,
+        )
         numbers_given = (("norm_eps", norm_eps), ("scale", scale), ("softcap", softcap))
         for name, value in numbers_given:
             if value is None and name != "norm_eps":
@@ -231,36 +332,62 @@ class ModernAttention(nn.Module):
         self.num_kv_heads = num_kv_heads
         self.head_dim = inner // num_heads  # d_h
         self.window = window
+        self.chunk_size = chunk_size
         self.scale = float(scale) if scale is not None else self.head_dim**-0.5
         self.softcap = softcap
+        self.temperature_tuning = (
+            None if temperature_tuning is None
+            else tuple(float(v) for v in temperature_tuning)
+        )  # (floor_scale, attn_scale)
+        self.rope_interleave = rope_interleave
+        self.kv_shared = kv_shared
+        self.values_from_keys = values_from_keys
         self.fast_path = fast_path  # checked again in forward: it may be set later
-        inv_freq, attention_factor = rope_frequencies(
-            self.head_dim, rope_base, partial_rotary_factor=partial_rotary_factor,
-            **(rope_scaling or {}),
-        )  # (d_rot / 2,) and a float
         kv_width = num_kv_heads * self.head_dim  # H_kv * d_h
         q_width = inner * 2 if output_gate else inner  # a gate beside each query head
+        own_keys = not kv_shared  # a sharing layer reads an earlier layer's
+        own_values = own_keys and not values_from_keys
         self.W_query = nn.Linear(d_in, q_width, bias=qkv_bias)  # (H d_h [x2], d_in)
-        self.W_key = nn.Linear(d_in, kv_width, bias=qkv_bias)  # (H_kv d_h, d_in)
-        self.W_value = nn.Linear(d_in, kv_width, bias=qkv_bias)  # (H_kv d_h, d_in)
+        self.W_key = (  # (H_kv d_h, d_in)
+            nn.Linear(d_in, kv_width, bias=qkv_bias) if own_keys else None
+        )
+        self.W_value = (  # (H_kv d_h, d_in)
+            nn.Linear(d_in, kv_width, bias=qkv_bias) if own_values else None
+        )
         self.out_proj = nn.Linear(inner, d_out, bias=out_bias)  # (d_out, H d_h)
-        norm = UnitOffsetRMSNorm if norm_unit_offset else nn.RMSNorm
-        self.q_norm = norm(self.head_dim, eps=norm_eps) if qk_norm else None
-        self.k_norm = norm(self.head_dim, eps=norm_eps) if qk_norm else None
+        self.q_norm = self.k_norm = self.v_norm = None
+        if qk_norm:
+            self.q_norm = qk_norm_layer(
+                self.head_dim, norm_eps, norm_unit_offset, qk_norm_weight
+            )
+            if own_keys:
+                self.k_norm = qk_norm_layer(
+                    self.head_dim, norm_eps, norm_unit_offset, qk_norm_weight
+                )
+        if value_norm:  # the values' own scale, without weights (Gemma 4)
+            self.v_norm = nn.RMSNorm(self.head_dim, norm_eps, elementwise_affine=False)
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None  # (H,)
         self.output_gate = output_gate
-        self.rope = RotaryEmbedding(
-            self.head_dim, context_length, rope_base,
-            inv_freq=inv_freq, attention_factor=attention_factor,
-        )
+        self.rope = None  # a layer without positions turns nothing
+        if not nope:
+            inv_freq, attention_factor = rope_frequencies(
+                self.head_dim, rope_base, partial_rotary_factor=partial_rotary_factor,
+                **(rope_scaling or {}),
+            )  # (d_rot / 2,) and a float
+            self.rope = RotaryEmbedding(
+                self.head_dim, context_length, rope_base,
+                inv_freq=inv_freq, attention_factor=attention_factor,
+            )
         self.dropout = nn.Dropout(dropout)
 
     @classmethod
     def from_hf_config(cls, config, layer_idx: int = 0, **overrides):
         """The attention layer ``layer_idx`` of a transformers config object or a
         ``config.json`` dict: Llama (3.1's scaled angles too), Mistral, Qwen2, Qwen3,
-        Gemma 2, Gemma 3, gpt-oss, Qwen3-Next. ``overrides`` replace options, for
-        example ``context_length=4096`` (the default is the config's
+        Gemma 2, Gemma 3, gpt-oss, Qwen3-Next, Llama 4, SmolLM3, Gemma 4 (a layer
+        that reuses an earlier layer's keys and values comes with ``kv_shared=True``:
+        ``hf_config.kv_source_layer`` names that layer). ``overrides`` replace
+        options, for example ``context_length=4096`` (the default is the config's
         ``max_position_embeddings``). Raises ``ValueError`` naming any setting it
         does not implement."""
         return cls(**{**modern_attention_options(config, layer_idx), **overrides})
@@ -275,11 +402,12 @@ class ModernAttention(nn.Module):
         check_inputs(x, padding_mask, weight.shape[1], self.context_length, weight)
         self.check_fast_path()
         heads, kv_heads = self.heads_here()  # all, or this process's share
-        start = 0
-        if cache is not None:
-            check_cache(cache, kv_heads, self.head_dim, x)
-            start = cache.length  # position of the first new token
         b, num_tokens, _ = x.shape  # (B, T, d_in)
+        shared = self.read_shared(cache, kv_heads, x) if self.kv_shared else None
+        if shared is not None:  # an earlier layer's keys, values, padding and start
+            *shared, start = shared
+        else:
+            start = self.check_own_cache(cache, kv_heads, x)  # the first new position
         if start + num_tokens > self.context_length:
             raise ValueError(
                 f"positions {start}..{start + num_tokens - 1} go beyond "
@@ -289,24 +417,33 @@ class ModernAttention(nn.Module):
         gate = None
         if self.output_gate:  # each head's d_h query dims, then its d_h gate dims
             queries, gate = queries.chunk(2, dim=-1)  # (B, T, H, d_h) twice
-        kv_split = (b, num_tokens, kv_heads, self.head_dim)
-        keys = self.W_key(x).view(kv_split)  # (B, T, H_kv, d_h)
-        values = self.W_value(x).view(kv_split).transpose(1, 2)  # (B, H_kv, T, d_h)
         if self.q_norm is not None:  # one RMSNorm over each head's d_h
             queries = self.q_norm(queries)  # (B, T, H, d_h)
-            keys = self.k_norm(keys)  # (B, T, H_kv, d_h)
-        queries = self.rope(queries.transpose(1, 2), start)  # (B, H, T, d_h)
-        keys = self.rope(keys.transpose(1, 2), start)  # (B, H_kv, T, d_h)
+        queries = self.turn(queries.transpose(1, 2), start)  # (B, H, T, d_h)
+        if self.temperature_tuning is not None:  # sharper far into the text
+            where = torch.arange(start, start + num_tokens, device=x.device)  # (T,)
+            scales = temperature_scales(where, *self.temperature_tuning)  # (T,)
+            queries = (queries * scales[:, None]).to(queries.dtype)  # (B, H, T, d_h)
 
-        if cache is not None:  # held and new keys: (B, H_kv, T_k, d_h)
-            keys, values, padding_mask = cache.append(keys, values, padding_mask)
+        if shared is not None:  # (B, H_kv, T_k, d_h) twice and (B, T_k)
+            keys, values, padding_mask = shared
+        else:
+            keys, values = self.keys_values(x, kv_heads, start)  # (B, H_kv, T, d_h)
+            if cache is not None:  # held and new keys: (B, H_kv, T_k, d_h)
+                keys, values, padding_mask = cache.append(keys, values, padding_mask)
         num_keys = keys.shape[2]  # T_k
+        key_start = start + num_tokens - num_keys  # position of the first key
         mask_bool = attention_mask(
-            start, num_tokens, start + num_tokens - num_keys, num_keys,
+            start, num_tokens, key_start, num_keys,
             window=self.window, key_padding=padding_mask, device=x.device,
         )  # (T, T_k) or (B, 1, T, T_k); True = masked
+        if self.chunk_size is not None:  # and keys of another chunk
+            pad = self.chunk_starts(cache, padding_mask, key_start, b, x.device)
+            mask_bool = mask_bool | chunk_mask(
+                start, num_tokens, key_start, num_keys, self.chunk_size, pad
+            )  # (B, 1, T, T_k)
         if self.fast_path:  # no mask tensor when the kernel can make it
-            plain = padding_mask is None and (
+            plain = padding_mask is None and self.chunk_size is None and (
                 self.window is None or num_keys <= self.window
             )
             plain = plain and (num_tokens == 1 or num_keys == num_tokens)
@@ -326,6 +463,78 @@ class ModernAttention(nn.Module):
         context_vec = context_vec.reshape(b, num_tokens, -1)  # (B, T, H d_h)
         return self.out_proj(context_vec)  # (B, T, d_out)
 
+    def turn(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        """Rotary positions on queries or keys ``x`` ``(B, H, T, d_h)`` at
+        ``start..``: none without positions; neighbours paired into halves first
+        for checkpoints that pair neighbours."""
+        if self.rope is None:
+            return x  # (B, H, T, d_h)
+        if self.rope_interleave:
+            x = neighbours_to_halves(x)  # (B, H, T, d_h)
+        return self.rope(x, start)  # (B, H, T, d_h)
+
+    def keys_values(self, x: torch.Tensor, kv_heads: int, start: int):
+        """This layer's keys and values for ``x`` ``(B, T, d_in)`` at ``start..``:
+        ``(B, H_kv, T, d_h)`` twice, normed and turned as the options say."""
+        split = (*x.shape[:2], kv_heads, self.head_dim)  # (B, T, H_kv, d_h)
+        keys = self.W_key(x).view(split)  # (B, T, H_kv, d_h)
+        values = keys if self.values_from_keys else self.W_value(x).view(split)
+        if self.k_norm is not None:
+            keys = self.k_norm(keys)  # (B, T, H_kv, d_h)
+        if self.v_norm is not None:
+            values = self.v_norm(values)  # (B, T, H_kv, d_h)
+        keys = self.turn(keys.transpose(1, 2), start)  # (B, H_kv, T, d_h)
+        return keys, values.transpose(1, 2)  # (B, H_kv, T, d_h) twice
+
+    def check_own_cache(self, cache, kv_heads: int, x: torch.Tensor) -> int:
+        """Check the cache of a layer with its own keys (a ``SharedKV`` it owns
+        included); return the position of the first new token."""
+        if cache is None:
+            return 0
+        held = cache.cache if isinstance(cache, SharedKV) else cache
+        if held is not None:
+            check_cache(held, kv_heads, self.head_dim, x)
+        return cache.length
+
+    def read_shared(self, cache, kv_heads: int, x: torch.Tensor):
+        """A ``kv_shared`` layer's keys, values, key padding and first position,
+        from the owner's ``SharedKV``."""
+        if not isinstance(cache, SharedKV):
+            raise TypeError(
+                "a layer with kv_shared=True reads its keys and values from an "
+                "earlier layer: pass that layer's SharedKV (kv_sharing.py) as cache, "
+                f"got {type(cache).__name__}"
+            )
+        keys, values, padding, start = cache.read(x.shape[1])
+        if (keys.shape[1], keys.shape[3]) != (kv_heads, self.head_dim):
+            raise ValueError(
+                f"the shared keys have {keys.shape[1]} heads of width {keys.shape[3]}; "
+                f"this layer needs num_kv_heads={kv_heads} of head_dim={self.head_dim}"
+            )
+        if keys.dtype != x.dtype or keys.device != x.device:
+            raise TypeError(
+                f"the shared keys are {keys.dtype} on {keys.device}; this layer's "
+                f"input is {x.dtype} on {x.device}"
+            )
+        return keys, values, padding, start
+
+    def chunk_starts(self, cache, key_padding, key_start: int, batch: int, device):
+        """Each sequence's left padding ``(B,)``, where its chunks start: kept by a
+        ``ChunkedKVCache``, else counted in the key padding when it starts at
+        position 0 (no cache, or a ``KVCache``)."""
+        held = cache.cache if isinstance(cache, SharedKV) else cache
+        pad = getattr(held, "left_padding", None)
+        if pad is not None:
+            return pad  # (B,)
+        if key_start != 0:
+            raise ValueError(
+                "a chunked layer needs the keys from position 0 or a ChunkedKVCache "
+                f"(make_cache gives one); the cache gave keys from {key_start} on"
+            )
+        if key_padding is None:
+            return torch.zeros(batch, dtype=torch.long, device=device)  # (B,)
+        return left_padding(key_padding)  # (B,)
+
     def sinks_here(self, heads: int) -> torch.Tensor | None:
         """The sink logits ``(H,)`` of the ``heads`` heads computed here
         (``checks.held_heads``)."""
@@ -337,15 +546,28 @@ class ModernAttention(nn.Module):
         """``(H, H_kv)`` computed in this process: all of them, or its share when
         tensor parallelism split the projections (``checks.heads_here``)."""
         gated = 2 if self.output_gate else 1  # a head's queries, then its gates
+        query_rows = rows_here(self.W_query)
+        if self.W_key is None:  # a sharing layer: H_kv follows from the query heads
+            heads = query_rows // (gated * self.head_dim)
+            return heads, heads // (self.num_heads // self.num_kv_heads)
         return heads_here(
-            self.num_heads, self.num_kv_heads, rows_here(self.W_query),
+            self.num_heads, self.num_kv_heads, query_rows,
             rows_here(self.W_key), self.head_dim, query_width=gated * self.head_dim,
         )
 
     def make_cache(self, batch_size: int):
-        """An empty cache for this layer: rolling when there is a window."""
+        """An empty cache for this layer: rolling with a window, one chunk long with
+        chunks. A ``kv_shared`` layer keeps none: wrap its owner's in a
+        ``SharedKV``."""
+        if self.kv_shared:
+            raise ValueError(
+                "a layer with kv_shared=True keeps no cache: pass the owning layer's "
+                "SharedKV(owner.make_cache(batch_size)) as its cache"
+            )
         kind = dict(dtype=self.W_query.weight.dtype, device=self.W_query.weight.device)
         shape = (batch_size, self.heads_here()[1], self.head_dim)  # the heads held here
+        if self.chunk_size is not None:
+            return ChunkedKVCache(*shape, self.chunk_size, **kind)
         if self.window is None:
             return KVCache(*shape, self.context_length, **kind)
         return RollingKVCache(*shape, self.window, **kind)
@@ -357,6 +579,12 @@ class ModernAttention(nn.Module):
             f"{name}={value}" for name, value in (
                 ("softcap", self.softcap), ("sinks", self.sinks is not None or None),
                 ("output_gate", self.output_gate or None),
+                ("chunk_size", self.chunk_size), ("nope", self.rope is None or None),
+                ("temperature_tuning", self.temperature_tuning),
+                ("rope_interleave", self.rope_interleave or None),
+                ("value_norm", self.v_norm is not None or None),
+                ("values_from_keys", self.values_from_keys or None),
+                ("kv_shared", self.kv_shared or None),
             ) if value is not None
         ]
         return ", ".join([

@@ -12,7 +12,8 @@ Because a rotation by ``m`` and one by ``n`` leave ``q . k`` turned by ``m - n``
 attention score of a query and a key depends on their distance, not on where they sit.
 
 The pairing (halves, not neighbours) and the tables match Llama, Mistral and Qwen
-checkpoints, so their weights load unchanged.
+checkpoints, so their weights load unchanged; ``neighbours_to_halves`` reorders the
+queries and keys of checkpoints that pair neighbours (Llama 4, DeepSeek).
 
 Scaled and partial rotary (``rope_scaling.py``) only change the table: other speeds
 ``theta_i`` (``inv_freq``), cosines and sines multiplied by an ``attention_factor``, or
@@ -83,6 +84,15 @@ def rope_tables(
     angle = torch.cat((angle, angle), dim=-1)  # (T_max, d_rot): both halves of a pair
     return angle.cos() * attention_factor, angle.sin() * attention_factor
 # --8<-- [end:tables]
+
+
+def neighbours_to_halves(x: torch.Tensor) -> torch.Tensor:
+    """``(x0, x1, x2, x3, ...) -> (x0, x2, ..., x1, x3, ...)`` on the last dimension.
+
+    Checkpoints whose rotary pairs are neighbours ``(2i, 2i + 1)`` (Llama 4, DeepSeek)
+    become checkpoints whose pairs are halves, which ``apply_rope`` turns. Reorder the
+    queries and the keys alike and every score ``q . k`` stays the same."""
+    return torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)  # (..., d_h)
 
 
 # --8<-- [start:apply]

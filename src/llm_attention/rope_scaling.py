@@ -23,6 +23,13 @@ the slow pairs no further than ``L`` did in training:
   (``0.1 ln(factor) + 1``) by which the tables are multiplied, which sharpens the
   softmax a little to make up for the longer texts.
 
+``proportional`` (Gemma 4's global layers) is partial rotary of another kind: the
+first ``int(partial_rotary_factor * d_h // 2)`` pairs of the whole head keep the
+speeds they would have in a fully turned head, ``base ** (-2 i / d_h)``, and the other
+pairs get speed 0, so they never turn. Its table covers the whole head (``d_h / 2``
+speeds, pairs ``(i, i + d_h / 2)``), where ``partial_rotary_factor`` elsewhere turns
+only the first ``d_rot`` dimensions, as a head of their own.
+
 ``rope_frequencies`` returns ``(inv_freq, attention_factor)`` for
 ``rope.RotaryEmbedding``, equal to transformers' ``ROPE_INIT_FUNCTIONS`` (tested).
 
@@ -50,6 +57,7 @@ ROPE_PARAMETERS = {
         dict(beta_fast=32.0, beta_slow=1.0, truncate=True, attention_factor=None,
              mscale=None, mscale_all_dim=None),
     ),
+    "proportional": ((), dict(factor=1.0)),
 }
 
 
@@ -104,6 +112,21 @@ def yarn_attention_factor(factor: float, mscale: float = 1.0) -> float:
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
+# --8<-- [start:proportional]
+def proportional_frequencies(
+    head_dim: int, base: float, partial_rotary_factor: float, factor: float = 1.0
+) -> torch.Tensor:
+    """Gemma 4's speeds: the first ``int(partial_rotary_factor * d_h // 2)`` pairs turn
+    at ``base ** (-2 i / d_h)`` (the whole head's exponents), the rest at speed 0;
+    all divided by ``factor``. Returns ``(d_h / 2,)``."""
+    turning = int(partial_rotary_factor * head_dim // 2)  # pairs that turn
+    pair = torch.arange(0, 2 * turning, 2, dtype=torch.float32)  # (turning,): 2i
+    speeds = 1.0 / (base ** (pair / head_dim))  # (turning,): a full head's speeds
+    still = torch.zeros(head_dim // 2 - turning)  # (d_h / 2 - turning,): never turn
+    return torch.cat((speeds, still)) / factor  # (d_h / 2,)
+# --8<-- [end:proportional]
+
+
 # --8<-- [start:yarn]
 def yarn_frequencies(
     inv_freq: torch.Tensor,
@@ -149,15 +172,18 @@ def rope_frequencies(
     Args:
         head_dim: ``d_h``.
         base: ``rope_theta``.
-        rope_type: ``"default"``, ``"linear"``, ``"llama3"`` or ``"yarn"``.
-        partial_rotary_factor: the fraction of each head that turns (Qwen3-Next: 0.25).
+        rope_type: ``"default"``, ``"linear"``, ``"llama3"``, ``"yarn"`` or
+            ``"proportional"``.
+        partial_rotary_factor: the fraction of each head that turns (Qwen3-Next: 0.25;
+            with ``"proportional"``, Gemma 4's global layers: 0.25 of the pairs).
         parameters: the type's own, as in a config's ``rope_parameters``:
             ``factor``; ``low_freq_factor``, ``high_freq_factor`` and
             ``original_max_position_embeddings`` (llama3); ``beta_fast``, ``beta_slow``,
             ``truncate``, ``attention_factor``, ``mscale``, ``mscale_all_dim`` (yarn).
 
     Returns:
-        ``inv_freq`` ``(d_rot / 2,)`` float32 and ``attention_factor`` (1.0 but for
+        ``inv_freq`` ``(d_rot / 2,)`` float32 (``(d_h / 2,)`` for ``"proportional"``,
+        zeros for the pairs that do not turn) and ``attention_factor`` (1.0 but for
         yarn).
 
     Raises:
@@ -184,6 +210,17 @@ def rope_frequencies(
     p = {**optional, **parameters}
     for name in required:
         _check_positive(name, p[name])
+    if rope_type == "proportional":  # the whole head's table, some pairs standing still
+        _check_positive("factor", p["factor"])
+        rotary_dim(head_dim)  # head_dim must be an even int >= 2
+        _check_positive("partial_rotary_factor", partial_rotary_factor)
+        if partial_rotary_factor > 1:
+            raise ValueError(
+                f"partial_rotary_factor must be in (0, 1], got {partial_rotary_factor}"
+            )
+        return proportional_frequencies(
+            head_dim, base, partial_rotary_factor, p["factor"]
+        ), 1.0
     dim = rotary_dim(head_dim, partial_rotary_factor)  # d_rot
     pair = torch.arange(0, dim, 2, dtype=torch.float32)  # (d_rot / 2,): 2i
     inv_freq = 1.0 / (base ** (pair / dim))  # (d_rot / 2,): theta_i

@@ -185,6 +185,63 @@ def latent_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
     return fig
 
 
+SPARSE_SETTINGS = {
+    "dense": ("dense latent attention", "#e8710a", "o", "-"),
+    "sparse_masked": ("sparse, masked (reference form)", "#9467bd", "D", "--"),
+    "sparse_gathered": ("sparse, gathered", "#1f77b4", "s", "-"),
+}
+
+
+def sparse_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time to decode one token against the tokens held, dense and sparse latent
+    attention, and the bandwidth each step achieved as a fraction of the machine's
+    (``benchmarks/sparse_decode_results.json``); a dotted line where the byte counts
+    predict the gathered form to start winning."""
+    limit = report["ratios"]["bandwidth_limit_bytes_per_s"]
+    predicted = report["ratios"]["predicted_crossover_held"]
+    with plt.rc_context({"font.size": TEXT_PT}):
+        fig, (left, right), legend_row = _panels(narrow, 2.9 if narrow else 3.0,
+                                                 legend_rows=0.9 if narrow else 0.6)
+        for setting, (label, color, marker, style) in SPARSE_SETTINGS.items():
+            rows = [r for r in report["results"] if r["setting"] == setting]
+            held = [r["held"] for r in rows]
+            left.plot(held, [r["median_s"] * 1e3 for r in rows], marker=marker,
+                      color=color, linestyle=style, label=label)
+            achieved = [r["bytes_read"] / r["median_s"] / limit for r in rows]
+            right.plot(held, achieved, marker=marker, color=color, linestyle=style,
+                       label=label)
+        crossover = left.axvline(predicted, color="#7f7f7f", linestyle=":", linewidth=1,
+                                 label="where the bytes predict the gathered\nform wins"
+                                 if narrow else "where the bytes predict the gathered "
+                                 "form wins")
+        half = right.axhline(0.5, color="#7f7f7f", linestyle="--", linewidth=1,
+                             label="half the measured bandwidth")
+        left.set(xscale="log", yscale="log", xlabel="tokens held",
+                 ylabel="ms per decoded token (log)",
+                 title="Decoding one token (one layer)")
+        right.set(xscale="log", xlabel="tokens held", ylim=(0, 1.05),
+                  ylabel="bytes read / time / bandwidth",
+                  title="Share of the machine's bandwidth")
+        for ax in (left, right):
+            shown = held if not narrow else held[::2]  # a phone: every other length
+            ax.set_xticks(shown, labels=[f"{h // 1024}K" for h in shown])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.grid(alpha=0.3, which="both")
+        _log_axes(left, which="y")
+        left.yaxis.set_minor_formatter(  # 200 and 500 too: one decade has few labels
+            FuncFormatter(lambda v, _: f"{v:,g}" if f"{v:g}"[0] in "25" else ""))
+        handles, labels = left.get_legend_handles_labels()
+        handles = [h for h in handles if h is not crossover] + [crossover, half]
+        legend_row.legend(handles, [h.get_label() for h in handles], loc="center",
+                          ncol=1 if narrow else 2, borderaxespad=0)
+        machine = report["machine"]
+        _suptitle(fig, f"{machine['threads']} thread, torch {machine['torch']}, "
+                  "float32, DeepSeek-V3.2's widths", narrow)
+        fig.tight_layout()
+    return fig
+
+
 # benchmarks/attention_benchmark.py's implementations, in its order
 ATTENTION_LABELS = {
     "wrapper": "MultiHeadAttentionWrapper",
@@ -279,5 +336,53 @@ def attention_figure(report: dict, narrow: bool = False) -> plt.Figure:
         _suptitle(fig, f"{machine['threads']} threads, torch {machine['torch']}, "
                   f"float32, width {config['d_model']}, {config['num_heads']} heads",
                   narrow)
+        fig.tight_layout()
+    return fig
+
+
+LINEAR_SETTINGS = {
+    "gdn": ("Gated DeltaNet (state)", "#2ca02c", "^"),
+    "gqa": ("grouped-query (KV cache)", "#1f77b4", "s"),
+}
+
+
+def linear_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time to decode one token, and the bytes that step reads, against the tokens held,
+    for Gated DeltaNet and grouped-query attention at Qwen3-Next's width
+    (``benchmarks/linear_decode_results.json``); a dashed line where the grouped-query
+    step starts to read more."""
+    crossing = report["ratios"]["gqa_step_reads_more_from"]
+    with plt.rc_context({"font.size": TEXT_PT}):
+        fig, (left, right), legend_row = _panels(narrow, 2.9 if narrow else 3.0,
+                                                 legend_rows=0.7 if narrow else 0.45)
+        for setting, (label, color, marker) in LINEAR_SETTINGS.items():
+            rows = [r for r in report["results"] if r["setting"] == setting]
+            held = [r["held"] for r in rows]
+            left.plot(held, [r["median_s"] * 1e3 for r in rows], marker=marker,
+                      color=color, label=label)
+            right.plot(held, [r["bytes_read"] / 1e6 for r in rows], marker=marker,
+                       color=color, label=label)
+        for ax in (left, right):
+            ax.axvline(crossing, color="#7f7f7f", linestyle="--", linewidth=1,
+                       label="the grouped-query step\nreads more from here" if narrow
+                       else "the grouped-query step reads more from here")
+            ax.set_xscale("log")
+            shown = held if not narrow else held[::2]  # a phone: every other length
+            ax.set_xticks(shown, labels=[f"{h // 1024}K" for h in shown])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.grid(alpha=0.3, which="both")
+            ax.set_ylim(bottom=0)
+        left.set(xlabel="tokens held", ylabel="ms per decoded token",
+                 title="Decoding one token (one layer)")
+        right.set(xlabel="tokens held", ylabel="MB read per step",
+                  title="Weights + KV cache,\nor weights + state" if narrow
+                  else "Weights + KV cache, or weights + state")
+        handles, _ = left.get_legend_handles_labels()
+        legend_row.legend(handles, [h.get_label() for h in handles], loc="center",
+                          ncol=1 if narrow else 2, borderaxespad=0)
+        machine = report["machine"]
+        _suptitle(fig, f"{machine['threads']} thread, torch {machine['torch']}, "
+                  "float32, Qwen3-Next's width", narrow)
         fig.tight_layout()
     return fig

@@ -36,8 +36,10 @@ READING_ORDER = (
     "toy.py", "simple.py", "checks.py", "self_attention.py", "causal.py",
     "multihead_wrapper.py", "multihead.py", "kv_cache.py", "gpt.py", "generate.py",
     "induction.py", "grouped_query.py", "rope.py", "sliding_window.py", "modern.py",
-    "rope_scaling.py", "attention_variants.py", "hf_config.py", "latent.py",
-    "hf_layers.py", "ring_attention.py",
+    "rope_scaling.py", "attention_variants.py", "hf_config.py", "chunked.py",
+    "kv_sharing.py", "latent.py", "lightning_indexer.py", "sparse_latent.py",
+    "delta_rule.py", "delta_cache.py", "linear_attention.py", "hf_layers.py",
+    "ring_attention.py",
 )
 # A fixed date for every entry, so the same files always give the same bytes.
 _ZIP_DATE = (2026, 1, 1, 0, 0, 0)

@@ -7,7 +7,10 @@ the submodule each decoder layer calls (``self_attn``, or ``linear_attn`` in the
 families) records that layer's input hidden states and its output, with the model's own
 rotary tables, masks and caches applied. ``every_layer`` then builds our module for the
 same layer with ``hf_layers.layer_from_hf`` (the submodule's weights loaded) and runs
-it on the recorded input. Not a model module: it needs transformers.
+it on the recorded input. A Gemma 4 layer that reuses an earlier layer's keys and
+values (``hf_config.kv_source_layer``) gets them as the model gives them: our module
+of that earlier layer runs with a ``kv_sharing.SharedKV`` as its cache, and the
+sharing layer reads it. Not a model module: it needs transformers.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import os
 
 import torch
 
+from llm_attention.hf_config import kv_source_layer
 from llm_attention.hf_layers import layer_from_hf, layer_kind
+from llm_attention.kv_sharing import SharedKV
 
 
 def attention_submodule(decoder_layer) -> torch.nn.Module:
@@ -58,7 +63,9 @@ def record_layers(model, input_ids, attention_mask=None) -> list[dict]:
     return records
 
 
-def every_layer(model, config, input_ids, attention_mask=None, **overrides) -> list[dict]:
+def every_layer(
+    model, config, input_ids, attention_mask=None, **overrides
+) -> list[dict]:
     """Per decoder layer: its kind, our module's class, and the largest |ours -
     transformers| over real tokens (``attention_mask`` 1), on the layer's real input."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -68,12 +75,16 @@ def every_layer(model, config, input_ids, attention_mask=None, **overrides) -> l
         if attention_mask is None else attention_mask.bool()
     )
     padding = None if attention_mask is None else real
+    source_of = {i: kv_source_layer(config, i) for i in range(len(records))}
+    shared = {i: SharedKV() for i in set(source_of.values()) - {None}}  # by source
     rows = []
     for index, record in enumerate(records):
         ours = layer_from_hf(config, index, record["module"].state_dict(), **overrides)
         ours = ours.to(record["input"].dtype)
+        source = source_of[index]
+        cache = shared.get(index if source is None else source)  # records, or reads
         with torch.no_grad():
-            got = ours(record["input"], padding)  # (B, T, d)
+            got = ours(record["input"], padding, cache=cache)  # (B, T, d)
         difference = (got[real] - record["output"][real]).abs().max().item()
         rows.append(dict(
             layer=index, kind=layer_kind(config, index)[1],

@@ -1,0 +1,285 @@
+"""Decoding one token with Gated DeltaNet against grouped-query attention at Qwen3-Next's
+width, and the gated delta rule's chunked form against its token loop, against the memory
+bandwidth of the machine, measured in the same run.
+
+The layers (float32, eval mode, batch 1, one thread), built from Qwen3-Next-80B-A3B's
+published config (``llm_attention_site.families.HYBRIDS``) by ``layer_from_hf``:
+
+- ``gdn``: its linear layer, ``GatedDeltaNet`` (model width 2,048; 16 key heads and 32
+  value heads of 128), a ``DeltaStateCache``: 32 x 128 x 128 numbers of state and a
+  convolution window of 3 x 8,192, whatever the tokens held;
+- ``gqa``: its full layer, ``ModernAttention`` (16 query heads, 2 key/value heads of 256,
+  output gate, the fast path), a ``KVCache``: 2 x 2 x 256 numbers per token held.
+
+For each number of tokens held (1,024 to 32,768) the KV cache is filled with random numbers
+(what they hold does not change the time) and the state likewise; then one new token is
+decoded, the two in turns (``common.time_in_turns``), median and interquartile range kept.
+After each call the caches are put back as they were.
+
+Bytes a step must read: every weight once, and every cached number once (the KV cache) or the
+state and window once. Divided by the time, the bandwidth the step achieved; the run measures
+the machine's own on one thread (a copy and a sum over 1 GiB; the larger is the limit).
+
+Prefill: the gated delta rule alone at Qwen3-Next's 32 heads of 128 x 128, on 4,096 tokens:
+``delta_rule.chunked`` (chunks of 64) against the token loop, the decoding step
+(``delta_rule.step_in_place``, no allocation per token) once per token; the layer's
+projections, the same for both, are left out.
+
+Goals: Gated DeltaNet's decode time flat in the context (at 32,768 tokens at most 1.2 times
+that at 1,024); faster than grouped-query decoding at every length from the one where the
+grouped-query step reads more bytes than the Gated DeltaNet step (printed, with the length
+where the KV cache alone outweighs the state); the chunked form at least 10 times the token
+loop at 4,096 tokens.
+
+Writes ``benchmarks/linear_decode_results.json`` and ``benchmarks/linear_decode_benchmark.svg``
+(the page draws the same plot at build from the results) and prints the table and the goals.
+
+    python benchmarks/linear_decode_benchmark.py           # full run, a few minutes, ~1 GB
+    python benchmarks/linear_decode_benchmark.py --quick   # tiny sizes, seconds
+    python benchmarks/linear_decode_benchmark.py --replot  # redraw from the results file
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import pathlib
+import sys
+
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from common import (  # noqa: E402
+    machine_info, measure_bandwidth, profile_step, save_figure, set_threads, time_in_turns,
+)
+
+from llm_attention.delta_rule import chunked, step_in_place  # noqa: E402
+from llm_attention.hf_layers import layer_from_hf  # noqa: E402
+from llm_attention.kv_cache import KVCache  # noqa: E402
+from llm_attention_site.families import HYBRIDS  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SETTINGS = ("gdn", "gqa")
+LABELS = {"gdn": "Gated DeltaNet", "gqa": "grouped-query attention"}
+MODEL = "Qwen3-Next 80B-A3B"
+FULL = dict(held=[1024, 2048, 4096, 8192, 16384, 32768], prefill_tokens=4096, chunk_size=64,
+            rounds=5, min_run_time=0.3, prefill_rounds=3, bandwidth_mib=1024, shrink=1)
+# --quick: the same layers with every width divided by 16, a few short lengths
+QUICK = dict(held=[64, 128], prefill_tokens=96, chunk_size=16, rounds=1, min_run_time=0.001,
+             prefill_rounds=1, bandwidth_mib=16, shrink=16)
+BYTES = 4  # float32
+
+
+def layer_config(shrink: int) -> dict:
+    """Qwen3-Next's published fields, widths divided by ``shrink`` (1: as published)."""
+    config = copy.deepcopy(HYBRIDS[MODEL][1])
+    for name in ("hidden_size", "head_dim", "linear_key_head_dim", "linear_value_head_dim"):
+        config[name] //= shrink
+    return config
+
+
+def build(setting: str, config: dict, context_length: int):
+    torch.manual_seed(0)
+    if setting == "gdn":
+        return layer_from_hf(config, 0)  # layers 0-2 of each four are linear
+    layer = layer_from_hf(config, 3, context_length=context_length)  # the full one
+    layer.fast_path = True
+    return layer
+
+
+def filled_cache(layer, held: int):
+    """``layer``'s cache holding ``held`` random tokens (a KV cache, with room for one
+    more), or a state of random numbers (any number of tokens gives the same)."""
+    if isinstance(layer.make_cache(1), KVCache):
+        cache = KVCache(1, layer.num_kv_heads, layer.head_dim, held + 1)
+        shape = (1, layer.num_kv_heads, held, layer.head_dim)
+        cache.append(torch.randn(shape), torch.randn(shape))
+        return cache
+    cache = layer.make_cache(1)
+    cache.state = torch.randn_like(cache.state) * 0.1
+    cache.conv_window = torch.randn_like(cache.conv_window)
+    cache.started[:] = True
+    cache.length = held
+    return cache
+
+
+def cache_bytes(layer, cache, held: int) -> int:
+    """Bytes of the cache a step reads: the held keys and values, or state and window."""
+    if isinstance(cache, KVCache):
+        return 2 * held * layer.num_kv_heads * layer.head_dim * BYTES
+    return cache.nbytes
+
+
+def weight_bytes(layer) -> int:
+    return sum(p.numel() * p.element_size() for p in layer.parameters())
+
+
+def decode_step(layer, cache, x, held):
+    """One decoded token; then the KV cache back to ``held`` tokens. (The state is
+    updated in place and stays where the delta rule keeps it, about the size of the
+    values written: nothing to put back.)"""
+
+    def step():
+        with torch.no_grad():
+            layer(x, cache=cache)
+        cache.length = held
+
+    return step
+
+
+def run_decode(config: dict, model: dict) -> dict:
+    context_length = max(config["held"]) + 1
+    layers = {s: build(s, model, context_length).eval() for s in SETTINGS}
+    x = torch.randn(1, 1, model["hidden_size"])  # (B, T, d_in): the new token
+    rows, profiles = [], {}
+    for i, held in enumerate(config["held"], 1):
+        print(f"[{i}/{len(config['held'])}] {held} tokens held", file=sys.stderr, flush=True)
+        caches = {s: filled_cache(layers[s], held) for s in SETTINGS}
+        steps = {s: decode_step(layers[s], caches[s], x, held) for s in SETTINGS}
+        timings = time_in_turns(steps, config["rounds"], config["min_run_time"])
+        for s in SETTINGS:
+            held_bytes = cache_bytes(layers[s], caches[s], held)
+            rows.append({"setting": s, "held": held, "cache_bytes": held_bytes,
+                         "weight_bytes": weight_bytes(layers[s]),
+                         "bytes_read": weight_bytes(layers[s]) + held_bytes, **timings[s]})
+        if held == max(config["held"]):
+            profiles = {s: profile_step(steps[s]) for s in SETTINGS}
+        del caches, steps
+    return {"rows": rows, "profiles": profiles}
+
+
+def run_prefill(config: dict, model: dict) -> dict:
+    """The rule on ``prefill_tokens`` tokens at the linear layer's head sizes."""
+    heads, d_k = model["linear_num_value_heads"], model["linear_key_head_dim"]
+    d_v, n = model["linear_value_head_dim"], config["prefill_tokens"]
+    gen = torch.Generator().manual_seed(0)
+    q = torch.nn.functional.normalize(torch.randn(1, heads, n, d_k, generator=gen), dim=-1)
+    k = torch.nn.functional.normalize(torch.randn(1, heads, n, d_k, generator=gen), dim=-1)
+    v = torch.randn(1, heads, n, d_v, generator=gen)
+    g = -torch.rand(1, heads, n, generator=gen) * 0.1
+    beta = torch.rand(1, heads, n, generator=gen)
+    args = (q * d_k**-0.5, k, v, g, beta)
+
+    def token_loop():
+        state = q.new_zeros(1, heads, d_k, d_v)  # (B, H, d_k, d_v)
+        outputs = [step_in_place(*(x[:, :, t] for x in args), state) for t in range(n)]
+        return torch.stack(outputs, dim=2), state  # (B, H, T, d_v), (B, H, d_k, d_v)
+
+    with torch.no_grad():
+        gap = (chunked(*args, chunk_size=config["chunk_size"])[0] - token_loop()[0])
+        runs = {"chunked": lambda: chunked(*args, chunk_size=config["chunk_size"]),
+                "recurrent": token_loop}
+
+        def timed(run):
+            def call():
+                with torch.no_grad():
+                    run()
+            return call
+
+        timings = time_in_turns({name: timed(run) for name, run in runs.items()},
+                                config["prefill_rounds"], config["min_run_time"])
+    return {"tokens": n, "chunk_size": config["chunk_size"], "heads": heads,
+            "max_difference": gap.abs().max().item(), **timings}
+
+
+def crossings(report: dict) -> dict:
+    """Where the KV cache alone outweighs the state, and where the grouped-query step
+    reads more bytes than the Gated DeltaNet step (weights included), in tokens."""
+    rows = {(r["setting"], r["held"]): r for r in report["results"]}
+    first = min(report["config"]["held"])
+    gqa, gdn = rows["gqa", first], rows["gdn", first]
+    per_token = gqa["cache_bytes"] / first  # bytes the KV cache grows per token
+    cache_over_state = gdn["cache_bytes"] / per_token
+    step_over_step = (gdn["bytes_read"] - gqa["weight_bytes"]) / per_token
+    return {"kv_bytes_per_token": per_token, "state_bytes": gdn["cache_bytes"],
+            "kv_cache_outweighs_state_from": cache_over_state,
+            "gqa_step_reads_more_from": step_over_step}
+
+
+def ratios(report: dict) -> dict:
+    rows = {(r["setting"], r["held"]): r for r in report["results"]}
+    held = report["config"]["held"]
+    limit = max(report["bandwidth"]["copy_bytes_per_s"], report["bandwidth"]["read_bytes_per_s"])
+    fractions = {f"{s}@{h}": rows[s, h]["bytes_read"] / rows[s, h]["median_s"] / limit
+                 for s in SETTINGS for h in held}
+    flat = rows["gdn", max(held)]["median_s"] / rows["gdn", min(held)]["median_s"]
+    speedups = {h: rows["gqa", h]["median_s"] / rows["gdn", h]["median_s"] for h in held}
+    cross = crossings(report)
+    beyond = [h for h in held if h >= cross["gqa_step_reads_more_from"]]
+    faster = [h for h in held if speedups[h] > 1]
+    prefill = report["prefill"]
+    prefill_speedup = prefill["recurrent"]["median_s"] / prefill["chunked"]["median_s"]
+    return {
+        "bandwidth_limit_bytes_per_s": limit,
+        "fraction_of_bandwidth": fractions,
+        "gdn_last_over_first": flat,
+        "gdn_speedup_over_gqa": {str(h): speedups[h] for h in held},
+        **cross,
+        "measured_lengths_beyond_crossing": beyond,
+        "first_measured_length_gdn_faster": min(faster) if faster else None,
+        "chunked_speedup_over_token_loop": prefill_speedup,
+        "goals": {
+            "gdn_decode_flat_within_1.2": flat <= 1.2,
+            "gdn_faster_beyond_crossing": bool(beyond) and all(speedups[h] > 1
+                                                               for h in beyond),
+            "chunked_at_least_10x_token_loop": prefill_speedup >= 10,
+        },
+    }
+
+
+def plot(report: dict, path: pathlib.Path) -> None:
+    """Save the wide figure the page draws at build (``llm_attention_site.benchmark_plots``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from llm_attention_site.benchmark_plots import linear_decode_figure
+
+    save_figure(linear_decode_figure(report), path)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the script")
+    parser.add_argument("--replot", action="store_true", help="redraw from --results")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--results", type=pathlib.Path,
+                        default=ROOT / "benchmarks" / "linear_decode_results.json")
+    parser.add_argument("--plot", type=pathlib.Path,
+                        default=ROOT / "benchmarks" / "linear_decode_benchmark.svg")
+    args = parser.parse_args(argv)
+    if args.replot:
+        plot(json.loads(args.results.read_text()), args.plot)
+        return
+    set_threads(parser, args.threads)
+    config = QUICK if args.quick else FULL
+    model = layer_config(config["shrink"])
+    bandwidth = measure_bandwidth(config["bandwidth_mib"])
+    measured = run_decode(config, model)
+    print("prefill: chunked and token loop", file=sys.stderr, flush=True)
+    prefill = run_prefill(config, model)
+    report = {"machine": machine_info(quick=args.quick), "model": MODEL, "config": config,
+              "layer_config": model, "bandwidth": bandwidth, "results": measured["rows"],
+              "profiles": measured["profiles"], "prefill": prefill}
+    report["ratios"] = ratios(report)
+    args.results.write_text(json.dumps(report, indent=1) + "\n")
+    plot(report, args.plot)
+    r, limit = report["ratios"], report["ratios"]["bandwidth_limit_bytes_per_s"]
+    print(f"bandwidth: copy {bandwidth['copy_bytes_per_s'] / 1e9:.1f} GB/s, "
+          f"read {bandwidth['read_bytes_per_s'] / 1e9:.1f} GB/s")
+    print(f"{'setting':<26}{'held':>7}{'ms/token':>10}{'IQR':>7}{'MB read':>9}{'of limit':>9}")
+    for row in report["results"]:
+        achieved = row["bytes_read"] / row["median_s"]
+        print(f"{LABELS[row['setting']]:<26}{row['held']:>7}{row['median_s'] * 1e3:>10.2f}"
+              f"{row['iqr_s'] * 1e3:>7.2f}{row['bytes_read'] / 1e6:>9.0f}"
+              f"{achieved / limit:>9.2f}")
+    for s, ops in report["profiles"].items():
+        print(s, ", ".join(f"{o['op']} {o['share']:.0%}" for o in ops))
+    print(f"prefill of {prefill['tokens']} tokens: chunked "
+          f"{prefill['chunked']['median_s']:.3f} s, token loop "
+          f"{prefill['recurrent']['median_s']:.3f} s")
+    print(json.dumps({k: v for k, v in r.items() if k != "fraction_of_bandwidth"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

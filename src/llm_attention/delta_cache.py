@@ -1,0 +1,146 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
+"""What a linear-attention layer keeps between calls: the last inputs of its short
+convolution and its delta-rule state. Nothing grows with the tokens read.
+
+Shapes: ``B`` batch, ``H`` heads, ``d_k`` key width, ``d_v`` value width, ``C`` the
+convolved channels (queries, keys and values side by side), ``K`` the convolution's
+kernel size.
+
+    conv_window  (B, C, K - 1)   the last K - 1 inputs of the convolution
+    state        (B, H, d_k, d_v)  the delta-rule state, in float32 at least
+
+A KV cache holds ``2 H_kv d_h`` numbers per token read; this holds
+``C (K - 1) + H d_k d_v`` numbers per sequence, whether it has read ten tokens or a
+million.
+
+``check_left_padding`` refuses padding after a real token: the layers treat a padded
+position as absent (the state is left as it was, the convolution sees zeros), which
+is exact only while no real token came before it in its row.
+
+Builds on ``checks.py`` of this package, imported relatively: copy it with this file,
+under any package name (its API page offers the set as one download). MIT licence: keep
+the first two lines of each file.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .checks import check_size
+
+
+# --8<-- [start:cache]
+class DeltaStateCache:
+    """The convolution window and delta-rule state of one linear-attention layer.
+
+    Args:
+        batch_size: ``B``.
+        num_heads: ``H``, the heads that own a state.
+        key_head_dim: ``d_k``.
+        value_head_dim: ``d_v``.
+        conv_channels: ``C``, the channels the short convolution mixes.
+        conv_kernel: ``K``; the window holds ``K - 1`` inputs.
+        dtype: the window's dtype (the module's); the state is kept in float32 at
+            least, as the rule computes it.
+        device: where both live.
+
+    ``length`` counts the tokens read (padding included); ``started`` ``(B,)`` says
+    which rows have read a real token. ``nbytes`` does not depend on ``length``.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        num_heads: int,
+        key_head_dim: int,
+        value_head_dim: int,
+        conv_channels: int,
+        conv_kernel: int,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
+        sizes = dict(batch_size=batch_size, num_heads=num_heads,
+                     key_head_dim=key_head_dim, value_head_dim=value_head_dim,
+                     conv_channels=conv_channels, conv_kernel=conv_kernel)
+        for name, value in sizes.items():
+            check_size(name, value)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+        state_dtype = torch.promote_types(dtype, torch.float32)
+        self.conv_window = torch.zeros(
+            batch_size, conv_channels, conv_kernel - 1, dtype=dtype, device=device
+        )  # (B, C, K - 1)
+        self.state = torch.zeros(
+            batch_size, num_heads, key_head_dim, value_head_dim,
+            dtype=state_dtype, device=device,
+        )  # (B, H, d_k, d_v)
+        self.started = torch.zeros(batch_size, dtype=torch.bool, device=device)  # (B,)
+        self.length = 0
+
+    @property
+    def batch_size(self) -> int:
+        return self.state.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the window and the state: the same after any number of tokens."""
+        return self.conv_window.nbytes + self.state.nbytes
+
+    def reset(self) -> None:
+        """Forget every token, to start new sequences; the storage is kept."""
+        self.conv_window = torch.zeros_like(self.conv_window)
+        self.state = torch.zeros_like(self.state)
+        self.started = torch.zeros_like(self.started)
+        self.length = 0
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep the rows ``rows`` ``(B,)`` (ints), in that order: beam search moves a
+        sequence's whole memory with it, window and state alike."""
+        if not isinstance(rows, torch.Tensor) or rows.dtype not in (
+            torch.int32, torch.int64
+        ) or tuple(rows.shape) != (self.batch_size,):
+            raise ValueError(
+                f"rows must be an int tensor of shape (B,) = ({self.batch_size},), "
+                f"got {getattr(rows, 'dtype', type(rows).__name__)} "
+                f"{tuple(getattr(rows, 'shape', ()))}"
+            )
+        self.conv_window = self.conv_window.index_select(0, rows)  # (B, C, K - 1)
+        self.state = self.state.index_select(0, rows)  # (B, H, d_k, d_v)
+        self.started = self.started.index_select(0, rows)  # (B,)
+
+    def update(self, conv_window, state, num_new: int, padding_mask=None) -> None:
+        """Keep what a layer computed after ``num_new`` more tokens (``padding_mask``
+        ``(B, num_new)`` or None: which of them were real)."""
+        shapes = (conv_window.shape, state.shape)
+        if shapes != (self.conv_window.shape, self.state.shape):
+            raise ValueError(
+                f"expected a window {tuple(self.conv_window.shape)} and a state "
+                f"{tuple(self.state.shape)}, got {tuple(conv_window.shape)} and "
+                f"{tuple(state.shape)}"
+            )
+        self.conv_window = conv_window  # (B, C, K - 1)
+        self.state = state.to(self.state.dtype)  # (B, H, d_k, d_v)
+        if padding_mask is None:
+            self.started = torch.ones_like(self.started)
+        else:
+            self.started = self.started | padding_mask.any(dim=1)  # (B,)
+        self.length += num_new
+# --8<-- [end:cache]
+
+
+def check_left_padding(padding_mask: torch.Tensor, started=None) -> None:
+    """``padding_mask`` ``(B, T)`` (True = real token) may only pad a row before its
+    first real token; ``started`` ``(B,)``: rows that already read one (a cache's)."""
+    seen = padding_mask.int().cummax(dim=1).values.bool()  # (B, T): real token seen
+    if started is not None:
+        seen = seen | started.unsqueeze(1)  # (B, T)
+    late = seen & ~padding_mask  # (B, T): padding after a real token
+    if bool(late.any()):
+        row, position = (int(i) for i in late.nonzero()[0])
+        raise ValueError(
+            f"padding_mask pads row {row} at position {position}, after a real token "
+            "(of this call or held in the cache): linear attention takes left padding "
+            "only, before each row's first real token"
+        )

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: MIT
+# Copyright (c) 2026 The llm-attention authors
+"""What DeepSeek Sparse Attention costs and saves, counted for one layer at
+DeepSeek-V3.2's published sizes, and the figure of those counts.
+
+``DEEPSEEK_V32`` holds the fields of DeepSeek-V3.2's config that its attention reads,
+under the names of the Hugging Face ``config.json``. The sizes are those DeepSeek
+publishes in ``inference/config_671B_v3.2.json`` of
+github.com/deepseek-ai/DeepSeek-V3.2-Exp (``dim``, ``n_heads``, ``q_lora_rank``,
+``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``,
+``index_n_heads``, ``index_head_dim``, ``index_topk``), its rotary settings those of
+``ModelArgs`` in ``inference/model.py`` of the same repository (YaRN, factor 40 over
+4,096 positions). Every size is also the default of transformers'
+``DeepseekV32Config``, whose documentation names the checkpoint
+``deepseek-ai/DeepSeek-V3.2-Exp`` (a test compares them). DeepSeek-V3.2 is the same
+architecture, trained further.
+
+Counts are multiply-adds (a flop is two), in latent space for both the dense and the
+sparse layer: DeepSeek runs sparse attention with every latent shared by all the heads
+of a query (the "MQA mode" of its paper), which is ``LatentAttention``'s absorbed path.
+Not a model module: it needs matplotlib for the figure.
+"""
+
+from __future__ import annotations
+
+DEEPSEEK_V32 = (
+    "github.com/deepseek-ai/DeepSeek-V3.2-Exp: inference/config_671B_v3.2.json",
+    dict(
+        model_type="deepseek_v32",
+        hidden_size=7168,
+        num_hidden_layers=61,
+        num_attention_heads=128,
+        num_key_value_heads=128,
+        q_lora_rank=1536,
+        kv_lora_rank=512,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        index_n_heads=64,
+        index_head_dim=128,
+        index_topk=2048,
+        max_position_embeddings=163840,
+        rope_theta=10000,
+        rope_scaling={
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "factor": 40,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+            "type": "yarn",
+        },
+        rms_norm_eps=1e-06,
+        attention_bias=False,
+    ),
+)
+
+
+def per_key(sizes: dict) -> dict:
+    """Multiply-adds for one query meeting one key, and numbers read per key.
+
+    ``attention``: every head's score over the cached row (``d_c + d_r``) and its share
+    of the mixed latent (``d_c``); ``indexer``: every indexer head's dot product with
+    the key (``d_I``) and its weight. Numbers read: the cached row, or the indexer key.
+    """
+    heads, d_c = sizes["num_attention_heads"], sizes["kv_lora_rank"]
+    d_r = sizes["qk_rope_head_dim"]
+    index_heads, d_index = sizes["index_n_heads"], sizes["index_head_dim"]
+    return dict(
+        attention=heads * ((d_c + d_r) + d_c),
+        indexer=index_heads * (d_index + 1),
+        latent_row=d_c + d_r,
+        index_key=d_index,
+    )
+
+
+def pairs(num_tokens: int, top_k: int | None = None) -> int:
+    """(query, key) pairs of a causal prefill of ``num_tokens`` tokens: every key up to
+    the query's own, or at most ``top_k`` of them."""
+    if top_k is None or top_k >= num_tokens:
+        return num_tokens * (num_tokens + 1) // 2
+    return top_k * (top_k + 1) // 2 + (num_tokens - top_k) * top_k
+
+
+def layer_costs(sizes: dict, num_tokens: int) -> dict:
+    """One layer's multiply-adds (prefill of ``num_tokens`` tokens; decoding one token
+    with ``num_tokens`` held) and the cache numbers a decoding step reads, dense and
+    sparse; the sparse ones split into the indexer's part and the attention's."""
+    cost, k = per_key(sizes), sizes["index_topk"]
+    kept = min(k, num_tokens)
+    prefill = dict(
+        dense=pairs(num_tokens) * cost["attention"],
+        indexer=pairs(num_tokens) * cost["indexer"],
+        sparse_attention=pairs(num_tokens, k) * cost["attention"],
+    )
+    decode = dict(
+        dense=num_tokens * cost["attention"],
+        indexer=num_tokens * cost["indexer"],
+        sparse_attention=kept * cost["attention"],
+    )
+    read = dict(
+        dense=num_tokens * cost["latent_row"],
+        indexer=num_tokens * cost["index_key"],
+        sparse_attention=kept * cost["latent_row"],
+    )
+    for counts in (prefill, decode, read):
+        counts["sparse"] = counts["indexer"] + counts["sparse_attention"]
+    return dict(prefill=prefill, decode=decode, read=read)
+
+
+# Lines of the figure: (key, label, colour, line style)
+LINES = (
+    ("dense", "dense latent attention", "#e8710a", "-"),
+    ("sparse", "sparse: indexer + top-k attention", "#1f77b4", "-"),
+    ("indexer", "its indexer", "#1f77b4", "--"),
+    ("sparse_attention", "its attention over k", "#2ca02c", ":"),
+)
+
+
+def cost_figure(sizes: dict, lengths, narrow: bool = False):
+    """Multiply-adds of one layer against the length, log-log: a whole prefill, and one
+    decoding step; dense, sparse, and the sparse layer's two parts."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    from . import figures  # noqa: F401  (its ink, swapped in the dark variant)
+
+    rows = [layer_costs(sizes, n) for n in lengths]
+    with plt.rc_context({"font.size": 10 if narrow else 9}):
+        if narrow:
+            fig, axes = plt.subplots(2, 1, figsize=(4.6, 7.4))
+        else:
+            fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        panels = (("prefill", "Prefill of T tokens"),
+                  ("decode", "Decoding one token, T held"))
+        for ax, (phase, title) in zip(axes, panels):
+            for key, label, colour, style in LINES:
+                ax.plot(lengths, [2 * r[phase][key] for r in rows], color=colour,
+                        linestyle=style, marker="o", markersize=3, label=label)
+            ax.set(xscale="log", yscale="log", xlabel="T (tokens)",
+                   ylabel="FLOP per layer (log)", title=title)
+            ticks = [n for n in lengths if n >= 1024 and (n & (n - 1)) == 0][::2]
+            ax.set_xticks(ticks, labels=[f"{n // 1024}K" for n in ticks])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.grid(alpha=0.3)
+        if narrow:
+            axes[1].legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.22),
+                           ncol=1)
+        else:
+            axes[0].legend(fontsize=8, loc="upper left")
+        fig.suptitle(
+            f"One layer at DeepSeek-V3.2's sizes: k = {sizes['index_topk']:,}",
+            fontsize=9,
+        )
+        fig.patch.set_alpha(0)
+        fig.tight_layout()
+    return fig
