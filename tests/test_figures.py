@@ -263,8 +263,9 @@ def test_log_axes_are_labelled_with_plain_numbers_and_powers_only_far_out():
     ax.set_yscale("log")
     plain_log_labels(ax.yaxis)
     label = ax.yaxis.get_major_formatter()
-    shown = [label(v, 0) for v in (1e-12, 1e-3, 0.5, 1, 2048, 1e4, 3e5, 1e6, 1e9)]
-    assert shown == ["$10^{-12}$", "0.001", "0.5", "1", "2,048", "10k", "300k", "1M", "$10^{9}$"]
+    shown = [label(v, 0) for v in (1e-12, 1e-3, 0.5, 1, 2048, 1e4, 3e5, 1e6, 1e9, 2e13, 1e18)]
+    assert shown == ["$10^{-12}$", "0.001", "0.5", "1", "2,048", "10k", "300k", "1M", "1G",
+                     "20T", "$10^{18}$"]
     assert ax.yaxis.get_minor_formatter()(20, 0) == ""
     plt.close(fig)
 
@@ -288,10 +289,8 @@ def _legend_covers(fig) -> list[str]:
 
     fig.canvas.draw()
     covered = []
-    for legend_ax in fig.axes:
-        legend = legend_ax.get_legend()
-        if legend is None:
-            continue
+    legends = [(ax.get_legend(), ax.get_title()) for ax in fig.axes if ax.get_legend()]
+    for legend, where in legends + [(legend, "the figure") for legend in fig.legends]:
         box = legend.get_window_extent()
         for ax in fig.axes:
             for line in ax.get_lines():
@@ -301,7 +300,7 @@ def _legend_covers(fig) -> list[str]:
                     along.append(a + (b - a) * np.linspace(0, 1, 20)[:, None])
                 inside = [p for p in np.concatenate(along) if box.contains(*p)]
                 if inside:
-                    covered.append(f"{line.get_label()} under the legend of {legend_ax.get_title()!r}")
+                    covered.append(f"{line.get_label()} under the legend of {where!r}")
     return covered
 
 
@@ -328,3 +327,20 @@ def test_benchmark_plots_fit_their_column_and_their_legends_cover_no_line(name):
             sizes = [float(v) for v in re.findall(r"font(?:-size)?: ([\d.]+)px", svg)]
             shown_px = min(sizes) * 4 / 3 * min(1.0, column_px / width)
             assert shown_px >= 9, (narrow, min(sizes), width)
+
+
+def test_a_figure_drawn_elsewhere_is_refitted_to_its_column_with_its_legend_below():
+    from llm_attention_site.figures import PHONE_COLUMN_IN, WIDE_COLUMN_IN, fit_columns
+
+    for narrow, width in ((False, WIDE_COLUMN_IN), (True, PHONE_COLUMN_IN)):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+        for ax in (left, right):
+            ax.plot([1, 10, 100], [1e9, 1e11, 1e13], label="rises")
+            ax.set(xscale="log", yscale="log")
+        left.legend(loc="upper left")  # inside the panel, over the line's corner
+        fit_columns(fig, narrow=narrow, legend_below=True)
+        assert fig.get_figwidth() == width
+        assert left.get_legend() is None and len(fig.legends) == 1
+        assert not _legend_covers(fig)
+        assert left.yaxis.get_major_formatter()(1e12, 0) == "1T"
+        plt.close(fig)

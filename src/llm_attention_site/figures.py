@@ -303,25 +303,68 @@ def _use_palette(fig: plt.Figure, palette: str) -> bool:
     return changed
 
 
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
 def plain_log_labels(axis) -> None:
-    """Label a log axis with plain numbers (0.01, 1, 1,000, 10k, 1M) where they stay
-    short, and with powers of ten only beyond: a power's exponent is drawn at 70 % of
-    the label's size, too small on a phone. Minor ticks go unlabelled."""
+    """Label a log axis with plain numbers (0.01, 1, 1,000, 10k, 1M, 10T) where they
+    stay short, and with powers of ten only beyond: a power's exponent is drawn at 70 %
+    of the label's size, too small on a phone. Minor ticks go unlabelled."""
 
     def label(value: float, _position) -> str:
         if value <= 0:
             return ""
-        if value < 1e-3 or value >= 1e9:
+        if value < 1e-3 or value >= 1e18:
             return f"$10^{{{round(math.log10(value))}}}$"
         if value < 1:
             return f"{value:.10g}"
         if value < 1e4:
             return f"{value:,.10g}"
-        return f"{value / 1e3:.10g}k" if value < 1e6 else f"{value / 1e6:.10g}M"
+        size, prefix = next((size, p) for size, p in _PREFIXES if value >= size)
+        return f"{value / size:.10g}{prefix}"
 
     axis.set_major_formatter(FuncFormatter(label))
     axis.set_minor_formatter(NullFormatter())
 
+
+
+def fit_columns(
+    fig: plt.Figure,
+    narrow: bool,
+    height: float | None = None,
+    legend_below: bool = False,
+) -> plt.Figure:
+    """Redraw a figure made elsewhere for the column that shows it: as wide as the wide
+    column (WIDE_COLUMN_IN) or, with ``narrow``, a phone's (PHONE_COLUMN_IN), ``height``
+    inches high (its own by default), every log axis labelled in plain numbers. Its text
+    keeps its size in points, so the page shows it at that size. ``legend_below`` moves
+    the legends drawn inside the panels into one row of their own under them, where they
+    cover no line."""
+    width = PHONE_COLUMN_IN if narrow else WIDE_COLUMN_IN
+    fig.set_size_inches(width, height or fig.get_figheight())
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() == "log" and not isinstance(
+                axis.get_major_formatter(), FuncFormatter
+            ):
+                plain_log_labels(axis)
+    below = 0.0
+    if legend_below:
+        handles, labels, size = [], [], plt.rcParams["font.size"]
+        for ax in fig.axes:
+            if ax.get_legend() is not None:
+                found = ax.get_legend_handles_labels()
+                handles, labels = handles + found[0], labels + found[1]
+                size = ax.get_legend().get_texts()[0].get_fontsize()
+                ax.get_legend().remove()
+        columns = 1 if narrow else 2
+        rows = -(-len(labels) // columns)
+        below = rows * 1.5 * size / 72 + 0.15  # in inches
+        fig.set_size_inches(width, fig.get_figheight() + below)
+        fig.legend(handles, labels, loc="lower center", ncol=columns, frameon=False,
+                   fontsize=size)
+    fig.tight_layout(rect=(0, below / fig.get_figheight(), 1, 1))
+    return fig
 
 def bars(
     values: torch.Tensor,
