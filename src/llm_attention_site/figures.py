@@ -62,6 +62,10 @@ plt.rcParams.update(
         "legend.labelcolor": INK,
         "legend.framealpha": 0.0,
         "font.size": 11,
+        # The fonts a browser may draw the SVG's text with, the one it was measured in
+        # first (matplotlib's own list repeats a dozen names on every text: 20 % of a
+        # heatmap's file).
+        "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"],
     }
 )
 
