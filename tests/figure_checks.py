@@ -4,7 +4,8 @@ Every explorable figure (tests of each kind: rows, heads, stages, decoding, temp
 the numbers its page prints for every control, driven by pointer, tap and keyboard, fits a
 phone's column with text of at least 9 CSS px; every figure of attention weights is drawn on the 0..1 colour scale and its
 full-size link opens its SVG; a chapter does not scroll sideways on a phone; a chapter's figures
-load lazily, in one palette. Each check raises AssertionError saying what is wrong.
+load lazily, in one palette; the home page's map links every page of the navigation. Each check
+raises AssertionError saying what is wrong.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 Figures: at each width of WIDTHS the smallest text of every figure shown, as rendered (the
 size it was drawn with times the scale the page shows it at), superscripts, subscripts and
 legends included, is at least MIN_TEXT_PX; no figure or explorer is wider than the column it
-sits in; every image has a variant for each palette (a figure pair), and no figure's dark
-variant holds a light block (a white heatmap cell, a white background). A page whose figure
-needs a narrow variant shows that variant at the narrow widths, and that is the one measured.
+sits in; every image has a variant for each palette (a figure pair), and no heatmap's dark
+variant (a figure whose cells are drawn as an image) holds a light block, such as white cells
+for low weights. A page whose figure needs a narrow variant shows that variant at the narrow
+widths, and that is the one measured.
 
 The widths: a figure is shown at its drawn size or shrunk to its column, and the column a
 figure is shown in is narrowest, for each layout, at the smallest width that shows it: 360 px
