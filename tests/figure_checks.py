@@ -60,7 +60,9 @@ def _quoted(token: str) -> str:
 # Point at every row of a row explorer in turn (a pointerover on one of its cells, as a mouse
 # or a finger sends) and read what the readout shows: one round trip for the whole grid.
 _EVERY_ROW = """figure => [...figure.querySelectorAll('tbody tr')].map((row, i) => {
-  row.cells[1 + (i % (row.cells.length - 1))].dispatchEvent(new PointerEvent('pointerover', {bubbles: true}));
+  const cell = row.cells[1 + (i % (row.cells.length - 1))], box = cell.getBoundingClientRect();
+  cell.dispatchEvent(new PointerEvent('pointerover', {
+    bubbles: true, clientX: box.left + box.width / 2, clientY: box.top + box.height / 2}));
   return (READOUT)(figure);
 })""".replace("READOUT", _READOUT)
 
@@ -88,10 +90,30 @@ def _check_rows(page, figure, tokens: list[str], rows: list[list[str]], state: s
     page.mouse.move(0, 0)  # off the figure: the pointer must not stand in for a tap or a key
     table.locator("tbody tr").nth(1).locator("td").last.dispatch_event("click")
     assert figure.evaluate(_READOUT)["selected"] == 1, "a tap on a cell did not choose its row"
+    table.locator("tbody tr").nth(1).locator("td").first.hover(force=True)  # the pointer rests here
     table.focus()
-    page.keyboard.press("ArrowDown")
-    shown = figure.evaluate(_READOUT)
-    assert shown["selected"] == 2 and shown["values"] == rows[2], "the arrow keys did not move the query"
+    for key, row in (("ArrowDown", 2), ("End", last), ("Home", 0)):
+        page.keyboard.press(key)
+        shown = figure.evaluate(_READOUT)
+        assert shown["selected"] == row and shown["values"] == rows[row], (
+            f"{key} with the pointer resting on row 1 chose row {shown['selected']}, not {row}")
+    page.mouse.move(0, 0)
+    if not compact:  # the chips sit under the table, centred as it is
+        _check_centred(figure)
+
+
+# The middle of a figure's table and of the row of its readout's chips, in CSS px from the left.
+_MIDDLES = """figure => {
+  const table = figure.querySelector('table').getBoundingClientRect();
+  const chips = [...figure.querySelectorAll('.explorer-chip')].map(c => c.getBoundingClientRect());
+  const left = Math.min(...chips.map(c => c.left)), right = Math.max(...chips.map(c => c.right));
+  return [table.left + table.width / 2, (left + right) / 2];
+}"""
+
+
+def _check_centred(figure) -> None:
+    table, chips = figure.evaluate(_MIDDLES)
+    assert abs(table - chips) <= 3, f"the chips' middle is {chips - table:+.0f} px from the table's"
 
 
 def _weight_rows(lines: list[str]) -> tuple[list[str], list[list[str]]]:
@@ -178,8 +200,32 @@ _STEPPER = """figure => {
   const chosen = s => [...s.querySelectorAll('tbody tr')].findIndex(r => r.classList.contains('explorer-selected'));
   return {visible: stages.map(s => s === shown), title: shown.dataset.title,
           cells: (CELLS)(shown), chosen: stages.map(chosen),
-          label: figure.querySelector('.explorer-step-label').textContent};
+          label: figure.querySelector('.explorer-step-label').textContent,
+          height: figure.getBoundingClientRect().height};
 }""".replace("CELLS", _CELLS)
+
+# Where the focus is: an element of the figure (its class), or outside it (None).
+_FOCUS_IN = """figure => figure.contains(document.activeElement) && document.activeElement !== figure
+  ? document.activeElement.className : null"""
+
+
+def _press_next_to_the_end(page, figure, count: int, shown) -> list:
+    """Enter on Next until the last step, as a keyboard user does; what ``shown()`` reads at
+    each step. The focus must stay on a control of the figure when Next is disabled at the end,
+    and the figure keep its height at every step (the text below it must not move)."""
+    next_button = figure.locator(".explorer-next")
+    next_button.focus()
+    seen = [shown(0)]
+    for k in range(1, count):
+        page.keyboard.press("Enter")
+        seen.append(shown(k))
+    assert next_button.is_disabled(), "Next still works after the last step"
+    focused = figure.evaluate(_FOCUS_IN)
+    assert focused and "explorer-previous" in focused, f"Enter on Next at the last step left the focus on {focused}"
+    heights = [round(s["height"]) for s in seen]
+    assert max(heights) - min(heights) <= 1, f"the figure's height changes from step to step: {heights}"
+    return seen
+
 
 
 def check_stepper(page, figure) -> None:
@@ -189,16 +235,13 @@ def check_stepper(page, figure) -> None:
     n = len(stages)
     assert figure.locator(".stepper-stage").count() == n > 1, (figure.locator(".stepper-stage").count(), n)
     query = int(figure.get_attribute("data-query"))
-    next_button, previous = figure.locator(".explorer-next"), figure.locator(".explorer-previous")
-    for k, (title, body) in enumerate(stages):
-        if k:
-            next_button.click()
-        shown = figure.evaluate(_STEPPER)
+    previous = figure.locator(".explorer-previous")
+    seen = _press_next_to_the_end(page, figure, n, lambda k: figure.evaluate(_STEPPER))
+    for k, ((title, body), shown) in enumerate(zip(stages, seen)):
         assert shown["visible"] == [i == k for i in range(n)] and shown["title"] == title, (k, title, shown)
         printed = [line.split()[-len(shown["cells"][0]):] for line in body]
         assert shown["cells"] == printed, (title, shown["cells"], printed)
         assert shown["chosen"] == [query] * n and title in shown["label"], (title, shown)
-    assert next_button.is_disabled(), "Next still works after the last stage"
     previous.click()
     assert figure.evaluate(_STEPPER)["visible"][-2], "Previous did not go back one stage"
     figure.locator(".explorer-steps input").focus()
@@ -220,8 +263,8 @@ def check_stepper(page, figure) -> None:
 _DECODE = """figure => Object.assign((READOUT)(figure), {
   status: figure.querySelector('.decode-status').textContent,
   filled: [...figure.querySelectorAll('tbody tr')].map(r => !r.classList.contains('decode-future')),
-  marks: [...figure.querySelector('tfoot tr').cells].slice(1).map(c => c.textContent)})""".replace(
-    "READOUT", _READOUT)
+  marks: [...figure.querySelector('tfoot tr').cells].slice(1).map(c => c.textContent),
+  height: figure.getBoundingClientRect().height})""".replace("READOUT", _READOUT)
 
 
 def check_decode_explorer(page, figure) -> None:
@@ -235,11 +278,8 @@ def check_decode_explorer(page, figure) -> None:
         # query L reads A L, cache holds H L B bytes
         steps.append((int(parts[1]), int(parts[3]), int(parts[7]), int(parts[9]), values.split()))
     assert len(steps) > 1, steps
-    next_button = figure.locator(".explorer-next")
-    for k, (last, reads_from, holds_from, nbytes, values) in enumerate(steps):
-        if k:
-            next_button.click()
-        shown = figure.evaluate(_DECODE)
+    seen = _press_next_to_the_end(page, figure, len(steps), lambda k: figure.evaluate(_DECODE))
+    for k, ((last, reads_from, holds_from, nbytes, values), shown) in enumerate(zip(steps, seen)):
         held = last + 1 - holds_from
         expected = (f"Step {k + 1} of {len(steps)}", f": the query at position {last} ",
                     f"reads keys {reads_from} to {last};", f"holds {held} row{'' if held == 1 else 's'}, ",
@@ -249,10 +289,17 @@ def check_decode_explorer(page, figure) -> None:
         assert shown["filled"] == [i <= last for i in range(len(shown["filled"]))], (k, shown["filled"])
         marks = shown["marks"]
         assert marks[:holds_from] == ["\u00d7"] * holds_from and marks[last] == "+", (k, marks)
-    assert next_button.is_disabled()
     figure.locator(".explorer-steps input").focus()
     page.keyboard.press("Home")
     assert f"Step 1 of {len(steps)}" in figure.locator(".decode-status").text_content(), "Home on the slider"
+    if steps[0][0] > 0:  # a tap on a row of the prompt, which the first step computed with the others
+        row = steps[0][0] - 1
+        figure.locator("tbody tr").nth(row).locator("td").first.dispatch_event("click")
+        shown = figure.evaluate(_DECODE)
+        cells = figure.evaluate(_CELLS)[row][: row + 1]
+        assert shown["selected"] == row and f"position {row} " in shown["status"], (
+            f"a tap on the prompt's row {row} showed row {shown['selected']}: {shown['status']}")
+        assert f"position {row}" in shown["title"] and shown["values"] == cells, (shown["title"], shown["values"], cells)
     row = steps[2][0]  # pointing at a row goes to the step that computed it
     figure.locator("tbody tr").nth(row).locator("td").first.hover(force=True)
     assert figure.evaluate(_DECODE)["selected"] == row, f"pointing at row {row}"
@@ -341,6 +388,43 @@ def check_explorer_layout(page) -> None:
     assert not problems, "\n".join(problems)
 
 
+# In the dark palette, the shade of a cell of weight 0.10 and of 0.24 in every grid that prints
+# its digits, as CIELAB lightness over the page: a probe cell of each weight, measured, removed.
+_DARK_SHADES = """() => {
+  const parse = c => (c.match(/[\\d.]+/g) || []).map(Number).concat([1]).slice(0, 4);
+  const lightness = rgb => {
+    const y = rgb.map(v => v / 255).map(v => v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4)
+      .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+    return 116 * (y > 0.008856 ? Math.cbrt(y) : 7.787 * y + 16 / 116) - 16;
+  };
+  const body = document.body, before = body.getAttribute('data-md-color-scheme');
+  body.setAttribute('data-md-color-scheme', 'slate');
+  const page = parse(getComputedStyle(body).backgroundColor);
+  const found = [];
+  for (const table of document.querySelectorAll('.md-content .explorer .explorer-table')) {
+    if (table.closest('.explorer-compact') || !table.getClientRects().length) continue;
+    const row = table.tBodies[0].rows[0];
+    const shade = w => {
+      const probe = row.insertCell();
+      probe.style.setProperty('--w', String(w));
+      const c = parse(getComputedStyle(probe).backgroundColor);
+      probe.remove();
+      return lightness(c.slice(0, 3).map((v, i) => v * c[3] + page[i] * (1 - c[3])));
+    };
+    found.push([table.closest('.explorer').className, shade(0.24) - shade(0.10)]);
+  }
+  body.setAttribute('data-md-color-scheme', before);
+  return found;
+}"""
+
+
+def check_dark_shades(page) -> None:
+    """In the dark palette, weights of 0.10 and 0.24 in a grid with digits differ by at least
+    6 units of CIELAB lightness (the light palette's blue: 8), so that small weights show."""
+    flat = [f"{kind}: {step:.1f}" for kind, step in page.evaluate(_DARK_SHADES) if step < 6]
+    assert not flat, f"dark palette, lightness from weight 0.10 to 0.24 (want >= 6): {flat}"
+
+
 def check_explorer(page) -> None:
     """Every explorable figure of the page: each control driven, every number shown compared
     with the page's printed one; then the layout at a phone's and a desktop's width."""
@@ -362,6 +446,7 @@ def check_explorer(page) -> None:
             kinds[kind](page, figure)
         except AssertionError as failure:
             raise AssertionError(f"{kind} {k}: {failure}") from None
+    check_dark_shades(page)
     check_explorer_layout(page)
 
 
