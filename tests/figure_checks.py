@@ -388,6 +388,172 @@ def check_explorer_layout(page) -> None:
     assert not problems, "\n".join(problems)
 
 
+# The live explorer's numbers must be PyTorch's on the same weights file, within this: the
+# script computes in float64 from the float32 weights, PyTorch in float32 (the largest
+# difference seen is about 1e-6).
+LIVE_TOLERANCE = 1e-4
+
+# The text of the last listing before a figure: what the page printed for it.
+_PRINTED_BEFORE = """figure => {
+  const before = [...document.querySelectorAll('pre')].filter(
+    pre => figure.compareDocumentPosition(pre) & Node.DOCUMENT_POSITION_PRECEDING);
+  return before[before.length - 1].textContent;
+}"""
+
+# What the live explorer computed (f.liveRun) and shows: the query's column, each head's cells
+# and the probabilities' text.
+_LIVE = """f => ({run: JSON.stringify(f.liveRun), text: f.querySelector('.live-input').value,
+  query: [...f.querySelector('.live-table thead tr').cells].findIndex(c => c.classList.contains('live-query')) - 1,
+  cells: [...f.querySelector('.live-table tbody').rows].map(r => [...r.cells].slice(1)
+    .map(c => c.style.getPropertyValue('--w') || '0.00')),
+  pressed: [...f.querySelectorAll('.live-head')].map(b => b.getAttribute('aria-pressed')),
+  probabilities: [...f.querySelectorAll('.live-probabilities tbody tr')].map(r => [r.cells[0].textContent, r.cells[2].textContent]),
+  status: f.querySelector('.live-status').textContent,
+  check: f.querySelector('.live-check').textContent,
+  focus: document.activeElement.classList[0]})"""
+
+
+def _live(figure) -> dict:
+    """What the live explorer computed and shows (its run comes as one JSON string: the
+    browser driver checks a nested list number by number, 40 times slower)."""
+    import json
+
+    shown = figure.evaluate(_LIVE)
+    shown["run"] = json.loads(shown["run"])
+    return shown
+
+
+def _live_gap(shown, expected) -> float:
+    """The largest difference between the browser's weights and probabilities and PyTorch's."""
+    import torch
+
+    weights = torch.tensor(shown["run"]["weights"], dtype=torch.float64)  # (L, H, T, T)
+    probabilities = torch.tensor(shown["run"]["probabilities"], dtype=torch.float64)  # (T, V)
+    assert weights.shape == expected.weights.shape, (weights.shape, expected.weights.shape)
+    return max((weights - expected.weights.double()).abs().max().item(),
+               (probabilities - expected.probabilities.double()).abs().max().item())
+
+
+def _check_live_shown(shown) -> None:
+    """The cells are the computed weights of the query's row, to two decimals, and the bars the
+    computed probabilities after the query, to four, at temperature 1."""
+    q, run = shown["query"], shown["run"]
+    heads = [w for layer in run["weights"] for w in layer]  # (L * H) of (T, T)
+    expected = [[f"{round(row[q][k] * 100) / 100:.2f}" if k <= q else "0.00" for k in range(len(row))]
+                for row in heads]
+    assert shown["cells"] == expected, f"the cells are not the weights of query {q}"
+    ranked = sorted(enumerate(run["probabilities"][q]), key=lambda kp: -kp[1])[:5]
+    assert [float(v) for _, v in shown["probabilities"][:5]] == [round(p, 4) for _, p in ranked], (
+        shown["probabilities"], ranked)
+
+
+def _check_beside_pytorch(line: str, pytorch: list) -> None:
+    """The explorer's line for an input run at build: PyTorch's likeliest next tokens, then the
+    page's own probabilities of the same tokens, each to four decimals."""
+    import re
+
+    found = re.search(r"PyTorch at build: (.*)\. This page: (.*)\.$", line)
+    assert found, line
+    theirs, ours = ([part.rsplit(" ", 1) for part in group.split(", ")] for group in found.groups())
+    assert [[s, float(v)] for s, v in theirs] == pytorch, (theirs, pytorch)
+    assert [s for s, _ in ours] == [s for s, _ in theirs], line
+    assert all(abs(float(a) - float(b)) <= LIVE_TOLERANCE + 1e-4 for (_, a), (_, b) in zip(ours, theirs)), line
+
+
+def check_live_explorer(page, figure) -> None:
+    """The live explorer loads the model only when asked (with the keyboard here); typed in, each
+    input run at build gives every head's weights at every position and every probability that
+    PyTorch computes from the same weights file, within LIVE_TOLERANCE, the heads of the ablated
+    input switched off with the keyboard too; the figure shows what it computed; the page's
+    printed PyTorch numbers are those of the file; the query, the temperature and the random
+    sequence answer their controls."""
+    import json
+    import math
+    from urllib.parse import urljoin
+
+    from llm_attention_site import live_model
+
+    data = json.loads(figure.get_attribute("data-live"))
+    url = urljoin(page.url, data["file"])
+    loaded = "() => performance.getEntriesByType('resource').map(e => e.name)"
+    early = [u for u in page.evaluate(loaded) if u == url or u.endswith(("tiny-gpt.js", "live-explorer.js"))]
+    assert not early, f"loaded before the reader asked: {early}"
+    figure.locator(".live-open").focus()
+    page.keyboard.press("Enter")
+    figure.locator(".live-input").wait_for(timeout=10000)
+    page.wait_for_function("f => f.liveRun", arg=figure.element_handle())
+    model = live_model.model_from_weights(page.request.get(url).body())
+    field = figure.locator(".live-input")
+    focus = _live(figure)["focus"]
+    assert focus == "live-input", f"the focus is on {focus!r}, not on the sequence, once open"
+    gaps = {}
+    typed = False
+    for example in data["examples"]:
+        if example["off"]:
+            continue
+        if typed:  # the others at once, as a paste does: one input event
+            field.fill(example["text"])
+        else:  # the first ends key by key, an input event and a run of the model each
+            field.fill(example["text"][:-3])
+            field.press_sequentially(example["text"][-3:])
+            typed = True
+        shown = _live(figure)
+        assert shown["run"]["text"] == example["text"] and not shown["run"]["off"], shown["run"]["text"]
+        gaps[example["name"]] = _live_gap(shown, live_model.run(model, live_model.encode(example["text"])))
+        assert gaps[example["name"]] <= LIVE_TOLERANCE, (
+            f"{example['name']}: the browser differs from PyTorch by {gaps[example['name']]:.2e}, "
+            f"more than {LIVE_TOLERANCE}")
+        _check_live_shown(shown)
+        _check_beside_pytorch(shown["check"], example["pytorch"])
+    ablated = next(e for e in data["examples"] if e["off"])
+    field.fill(ablated["text"])
+    for layer, head in ablated["off"]:  # each head's button, with the keyboard
+        button = figure.locator(f'.live-table tr[data-layer="{layer}"][data-head="{head}"] .live-head')
+        button.focus()
+        page.keyboard.press("Enter")
+    shown = _live(figure)
+    assert sorted(map(tuple, shown["run"]["off"])) == sorted(map(tuple, ablated["off"])), shown["run"]["off"]
+    assert shown["pressed"].count("true") == len(ablated["off"]), shown["pressed"]
+    off = [tuple(pair) for pair in ablated["off"]]
+    gaps[ablated["name"]] = _live_gap(shown, live_model.run(model, live_model.encode(ablated["text"]), off))
+    _check_live_shown(shown)
+    gap = gaps[ablated["name"]]
+    assert gap <= LIVE_TOLERANCE, f"{ablated['name']}: the browser differs from PyTorch by {gap:.2e}"
+    # The page's printed PyTorch numbers: the likeliest next tokens of every input.
+    printed = [line.split()[1:] for line in figure.evaluate(_PRINTED_BEFORE).splitlines()
+               if line.startswith("  next: ")]
+    assert len(printed) == len(data["examples"]), printed
+    for example, words in zip(data["examples"], printed):
+        run = live_model.run(model, live_model.encode(example["text"]), [tuple(p) for p in example["off"]])
+        for symbol, value in zip(words[::2], words[1::2]):
+            here = run.probabilities[-1, live_model.SYMBOLS.index(symbol)].item()
+            assert abs(here - float(value)) <= LIVE_TOLERANCE + 5e-5, (example["name"], symbol, value, here)
+    # The query: the arrow keys on the grid.
+    figure.locator(".live-table").focus()
+    page.keyboard.press("ArrowLeft")
+    shown = _live(figure)
+    assert shown["query"] == len(ablated["text"]) - 2, shown["query"]
+    _check_live_shown(shown)
+    # The temperature: Warmer, then every shown probability is PyTorch's at that temperature.
+    figure.locator(".live-next .explorer-next").click()
+    warmer = data["temperatures"][data["temperatures"].index(1) + 1]
+    logits = [math.log(max(p, 1e-300)) / warmer for p in shown["run"]["probabilities"][shown["query"]]]
+    total = sum(math.exp(v - max(logits)) for v in logits)
+    expected = sorted((math.exp(v - max(logits)) / total for v in logits), reverse=True)[:5]
+    values = [float(v) for _, v in _live(figure)["probabilities"][:5]]
+    assert all(abs(a - b) <= 1e-4 for a, b in zip(values, expected)), (warmer, values, expected)
+    # A random sequence of the training task: 24 tokens, one segment of 8 twice, a query in it.
+    figure.locator(".live-random").click()
+    shown = _live(figure)
+    twice = [c for c in set(shown["text"]) if shown["text"].count(c) == 2]
+    assert len(shown["text"]) == len(shown["run"]["probabilities"]) == 24 and len(twice) == 8, shown["text"]
+    assert "came before" in shown["status"], shown["status"]
+    # A symbol the model does not know is refused, saying so.
+    field.fill("AB8")
+    assert "is not one of the symbols" in _live(figure)["status"], _live(figure)["status"]
+    field.fill(data["examples"][0]["text"])
+
+
 # In the dark palette, the shade of a cell of weight 0.10 and of 0.24 in every grid that prints
 # its digits, as CIELAB lightness over the page: a probe cell of each weight, measured, removed.
 _DARK_SHADES = """() => {
@@ -436,6 +602,7 @@ def check_explorer(page) -> None:
         "decode-explorer": check_decode_explorer,
         "temperature-explorer": check_temperature_explorer,
         "attention-explorer": check_row_explorer,
+        "live-explorer": check_live_explorer,
     }
     for k in range(figures.count()):
         figure = figures.nth(k)

@@ -7,10 +7,14 @@
    - .stepper: one stage of attention at a time (Previous, Next, a slider), one query row
      highlighted in all of them;
    - .decode-explorer: decoding one token at a time, the cache filling row by row;
-   - .temperature-explorer: the next token's probabilities at a temperature and a top-k.
+   - .temperature-explorer: the next token's probabilities at a temperature and a top-k;
+   - .live-explorer: a button that loads the trained tiny GPT and its explorer
+     (tiny-gpt.js, live-explorer.js, the weights), only when the reader asks for them.
    Without the script each figure stays a still table. */
 (function () {
   "use strict";
+
+  var SCRIPTS = document.currentScript ? document.currentScript.src : location.href;
 
   function fmt(n) { return (n / 100).toFixed(2); }
 
@@ -388,6 +392,41 @@
     set(t);
   }
 
+  function loadScript(name) {
+    return new Promise(function (resolve, reject) {
+      var script = document.createElement("script");
+      script.src = new URL(name, SCRIPTS).href;
+      script.onload = resolve;
+      script.onerror = function () { reject(new Error(name + " did not load")); };
+      document.head.appendChild(script);
+    });
+  }
+
+  function setupLive(figure) {
+    if (figure.dataset.ready) return;
+    figure.dataset.ready = "1";
+    var data = JSON.parse(figure.dataset.live);
+    var size = Math.round(data.bytes / 1000) + " KB";
+    var open = button("Run the model in this page (" + size + ")", function () {
+      open.disabled = true;
+      open.textContent = "Loading the model (" + size + ")\u2026";
+      var scripts = window.liveExplorer ? Promise.resolve() :
+        loadScript("tiny-gpt.js").then(function () { return loadScript("live-explorer.js"); });
+      scripts.then(function () {
+        return window.liveExplorer(figure, data, {el: el, button: button, paint: paint, inksOf: inksOf,
+                                                  switchBar: switchBar, stepControls: stepControls});
+      }).then(function () {
+        open.remove();
+        figure.classList.add("live-ready");
+      }, function (error) {
+        open.disabled = false;
+        open.textContent = "The model did not load (" + error.message + "): try again";
+      });
+    });
+    open.classList.add("live-open");
+    figure.prepend(open);
+  }
+
   function start() {
     // The heads explorer first: it sets up the row explorer inside it.
     document.querySelectorAll(".heads-explorer").forEach(setupHeads);
@@ -395,6 +434,7 @@
     document.querySelectorAll(".stepper").forEach(setupStepper);
     document.querySelectorAll(".decode-explorer[data-decode]").forEach(setupDecode);
     document.querySelectorAll(".temperature-explorer[data-temperature]").forEach(setupTemperature);
+    document.querySelectorAll(".live-explorer[data-live]").forEach(setupLive);
   }
 
   if (typeof document$ !== "undefined") {
