@@ -115,7 +115,7 @@ def test_the_still_figure_is_the_first_input_as_pytorch_ran_it():
     assert shown[:5] == [(s, f"{p:.4f}") for s, p in top]
     data = json.loads(html.unescape(re.search(r'data-live="([^"]*)"', page).group(1)))
     assert data["file"] == "tiny-gpt-x.safetensors" and data["bytes"] == 1234
-    assert data["symbols"] == SYMBOLS and data["context"] == 24
+    assert data["symbols"] == SYMBOLS and data["temperatures"][2] == 1.0
     assert [e["text"] for e in data["examples"]] == ["CLIMBERS7QZCLIMB", "ABCA"]
     assert data["examples"][1]["off"] == [[1, 0]]
     off = run(model, encode("ABCA"), [(1, 0)]).probabilities[-1]

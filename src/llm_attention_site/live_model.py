@@ -288,7 +288,6 @@ def live_explorer(
         "file": file_name,
         "bytes": file_bytes,
         "symbols": SYMBOLS,
-        "context": model.context_length,
         "temperatures": list(TEMPERATURES),
         "examples": [
             {

@@ -5,7 +5,10 @@
    A head's button switches it off (its context vectors zeroed, as GPTModel.ablate does).
 
    attention-explorer.js loads this script when the reader asks for the model, and calls
-   window.liveExplorer(figure, data, ui) with the figure's data and its own helpers. */
+   window.liveExplorer(figure, data, ui) with the figure's data and its own helpers. The last
+   run stays on the figure as figure.liveRun (every head's weights [L][H][T][T] and the
+   probabilities [T][V]): the site's tests compare it with PyTorch, and a reader may look at
+   it in the browser's console. */
 (function () {
   "use strict";
 
@@ -167,9 +170,11 @@
       var off = state.off.length ? " Switched off: " + state.off.map(function (lh) {
         return "layer " + lh[0] + " head " + lh[1];
       }).join(", ") + "." : "";
+      var twice = after.length > 1;
       status.textContent = "Query at position " + q + ", " + token + ". " + (after.length ?
-        token + " came before; the token after it (" + MARK + ", position " + after.join(" and ") +
-        ") is where an induction head looks." :
+        token + " came before" + (twice ? " " + after.length + " times" : "") + "; the token" +
+        (twice ? "s" : "") + " after it (" + MARK + ", position" + (twice ? "s " : " ") +
+        after.join(" and ") + ") " + (twice ? "are" : "is") + " where an induction head looks." :
         token + " has not come before: an induction head has nothing to find.") + off;
       // The next token after the query, at the temperature.
       var logits = run.logits[q];
