@@ -44,7 +44,7 @@ from llm_attention.gpt import GPTModel
 
 from .explorer import DARK_INK_FROM, LIGHT_INK_FROM, _payload, ink_classes
 
-# The base32 alphabet of RFC 4648: letters, and the digits that no letter resembles.
+# The base32 alphabet of RFC 4648: one keyboard character per token id.
 SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 TOP = 5  # next tokens shown with a bar each
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)

@@ -392,13 +392,15 @@
     set(t);
   }
 
-  function loadScript(name) {
+  // The live explorer's script, styles and model load when the reader asks for them.
+  function load(name) {
     return new Promise(function (resolve, reject) {
-      var script = document.createElement("script");
-      script.src = new URL(name, SCRIPTS).href;
-      script.onload = resolve;
-      script.onerror = function () { reject(new Error(name + " did not load")); };
-      document.head.appendChild(script);
+      var css = /css$/.test(name), e = document.createElement(css ? "link" : "script");
+      if (css) e.rel = "stylesheet";
+      e[css ? "href" : "src"] = new URL(name, SCRIPTS).href;
+      e.onload = resolve;
+      e.onerror = function () { reject(new Error(name + " did not load")); };
+      document.head.appendChild(e);
     });
   }
 
@@ -406,18 +408,18 @@
     if (figure.dataset.ready) return;
     figure.dataset.ready = "1";
     var data = JSON.parse(figure.dataset.live);
-    var size = Math.round(data.bytes / 1000) + " KB";
-    var open = button("Run the model in this page (" + size + ")", function () {
+    var size = " (" + Math.round(data.bytes / 1000) + " KB)";
+    var open = button("Run the model in this page" + size, function () {
       open.disabled = true;
-      open.textContent = "Loading the model (" + size + ")\u2026";
-      var scripts = window.liveExplorer ? Promise.resolve() :
-        loadScript("tiny-gpt.js").then(function () { return loadScript("live-explorer.js"); });
-      scripts.then(function () {
+      open.textContent = "Loading the model" + size;
+      (window.liveExplorer ? Promise.resolve() : Promise.all([
+        load("../stylesheets/live-explorer.css"),
+        load("tiny-gpt.js").then(function () { return load("live-explorer.js"); })
+      ])).then(function () {
         return window.liveExplorer(figure, data, {el: el, button: button, paint: paint, inksOf: inksOf,
                                                   switchBar: switchBar, stepControls: stepControls});
       }).then(function () {
         open.remove();
-        figure.classList.add("live-ready");
       }, function (error) {
         open.disabled = false;
         open.textContent = "The model did not load (" + error.message + "): try again";

@@ -172,7 +172,8 @@
       }).join(", ") + "." : "";
       var twice = after.length > 1;
       status.textContent = "Query at position " + q + ", " + token + ". " + (after.length ?
-        token + " came before" + (twice ? " " + after.length + " times" : "") + "; the token" +
+        token + " came before" + (twice ? (after.length === 2 ? " twice" : " " + after.length +
+        " times") : "") + "; the token" +
         (twice ? "s" : "") + " after it (" + MARK + ", position" + (twice ? "s " : " ") +
         after.join(" and ") + ") " + (twice ? "are" : "is") + " where an induction head looks." :
         token + " has not come before: an induction head has nothing to find.") + off;
