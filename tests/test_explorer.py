@@ -173,3 +173,25 @@ def test_heads_explorer_writes_each_heads_scores_and_opens_the_chosen_head():
         heads_explorer(TOKENS, {"late": weights[0]}, {"late": {}})
     with pytest.raises(ValueError, match=r"open_head must be a \(layer, head\)"):
         heads_explorer(TOKENS, {"late": weights}, {"late": {}}, open_head=(2, 0))
+
+
+def test_every_figure_is_left_out_of_the_search_index():
+    """Its digits and labels are printed output: Material's search skips an element marked
+    data-search-exclude (tests/test_site_browser.py checks the built index)."""
+    from llm_attention_site.live_model import Example, live_explorer
+    from llm_attention_site.stepper import DecodeStep, Stage, decode_explorer, stepper
+    from llm_attention_site.stepper import temperature_explorer
+    from llm_attention.gpt import GPTModel
+
+    weights = _weights(0)
+    torch.manual_seed(0)
+    figures = [
+        attention_explorer(TOKENS, {"x": weights}),
+        heads_explorer(TOKENS, {"p": weights[None, None]}, {"p": {}}),
+        stepper(TOKENS, [Stage("s", "S", weights, TOKENS)]),
+        decode_explorer(TOKENS, weights.tril(), [DecodeStep(2, 0, 0, 8)]),
+        temperature_explorer(TOKENS, torch.zeros(3), [1.0], [None], shown=2),
+        live_explorer(GPTModel(32, 24, 64, 4, 2).eval(), [Example("e", "ABA")], "f", 1),
+    ]
+    for page in figures:
+        assert re.match(r"<figure data-search-exclude class=\"explorer ", page), page[:80]

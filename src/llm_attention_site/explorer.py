@@ -22,8 +22,13 @@ after training, say); choosing a map opens that head in a row explorer below.
 
 ``weight_table(tokens, weights)`` and ``heads_table(tokens, phases, scores, head)``
 print the same numbers as text, with the same formatting, so a page can show them and a
-test can compare. Standalone: torch and the
-standard library.
+test can compare.
+
+Every figure carries ``data-search-exclude``: the site's search (Material's plugin)
+leaves its digits and labels out of the index, as ``hooks/search_clean.py`` leaves out
+listings and printed outputs; the index is part of every page's first visit.
+
+Standalone: torch and the standard library.
 """
 
 from __future__ import annotations
@@ -173,7 +178,8 @@ def attention_explorer(
     kind = " explorer-compact" if compact else ""
     choose = "" if switches else ' data-switches="none"'
     return (
-        f'<figure class="explorer attention-explorer{kind}" data-scale="0..1" '
+        "<figure data-search-exclude "
+        f'class="explorer attention-explorer{kind}" data-scale="0..1" '
         f'data-light-ink-from="{LIGHT_INK_FROM}" data-dark-ink-from="{DARK_INK_FROM}"'
         f'{choose} data-explorer="{payload}">'
         '<div class="explorer-grid"><table class="explorer-table">'
@@ -315,7 +321,8 @@ def heads_explorer(
     ordered = {first: states.pop(first), **states}
     rows = attention_explorer(tokens, ordered, caption=first, switches=False)
     return (
-        f'<figure class="explorer heads-explorer" data-open-layer="{open_head[0]}" '
+        '<figure data-search-exclude class="explorer heads-explorer" '
+        f'data-open-layer="{open_head[0]}" '
         f'data-open-head="{open_head[1]}">{"".join(blocks)}{rows}'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
     )

@@ -307,7 +307,7 @@ def live_explorer(
         f"(\u201c{first.text[last]}\u201d), PyTorch at build:"
     )
     return (
-        '<figure class="explorer live-explorer" '
+        '<figure data-search-exclude class="explorer live-explorer" '
         f'data-light-ink-from="{LIGHT_INK_FROM}" data-dark-ink-from="{DARK_INK_FROM}" '
         f'data-live="{_payload(data)}">'
         f'<p class="live-status">{status}</p>'

@@ -161,7 +161,8 @@ def stepper(
             "</div>"
         )
     return (
-        f'<figure class="explorer stepper" data-query="{query}">{"".join(blocks)}'
+        '<figure data-search-exclude class="explorer stepper" '
+        f'data-query="{query}">{"".join(blocks)}'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
     )
 
@@ -276,7 +277,7 @@ def decode_explorer(
     )
     kind = " explorer-compact" if compact else ""
     return (
-        f'<figure class="explorer decode-explorer{kind}" '
+        f'<figure data-search-exclude class="explorer decode-explorer{kind}" '
         f'data-light-ink-from="{LIGHT_INK_FROM}" data-dark-ink-from="{DARK_INK_FROM}" '
         f'data-decode="{payload}">'
         '<div class="explorer-grid"><table class="explorer-table decode-table">'
@@ -423,7 +424,8 @@ def temperature_explorer(
     )
     setting = f"temperature {start[0]:g}, keep {_top_k_name(start[1], len(labels))}"
     return (
-        f'<figure class="explorer temperature-explorer" data-temperature="{payload}">'
+        '<figure data-search-exclude class="explorer temperature-explorer" '
+        f'data-temperature="{payload}">'
         f'<p class="temperature-setting">{html.escape(setting)}</p>'
         '<table class="temperature-table"><thead><tr><th scope="col">next token</th>'
         '<th scope="col">probability</th><th scope="col"><span class="explorer-hidden">'
