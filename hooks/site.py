@@ -43,7 +43,7 @@ _MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuratio
 def on_files(files, config):
     """Add every module of both packages to the site, as files to download, with their list
     (``modules.txt``, one name a line), which a downloaded notebook reads to fetch them;
-    each copyable module's set as a zip; and the trained tiny GPT's weights."""
+    and each copyable module's set as a zip."""
     for package in (PACKAGE, SITE_PACKAGE):
         modules = sorted(package.glob("*.py"))
         for module in modules:
@@ -54,9 +54,18 @@ def on_files(files, config):
     for name in copyable_modules():
         uri = f"code/{PACKAGE.name}/{name.removesuffix('.py')}.zip"
         files.append(File.generated(config, uri, content=copy_set_zip(name)))
-    name, data = weights_file(trained_model()[0])  # trains, or loads the kept run
-    files.append(File.generated(config, f"{LIVE_MODEL_PAGE}/{name}", content=data))
     return files
+
+
+def on_post_build(config) -> None:
+    """Write the trained tiny GPT's weights beside the page that runs it. After the pages:
+    the page's code has trained the model (or loaded the kept run) in this process by then,
+    and a run of the hooks that builds no page (a test reading the site's files) trains
+    nothing."""
+    name, data = weights_file(trained_model()[0])
+    folder = pathlib.Path(config.site_dir) / LIVE_MODEL_PAGE
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data)
 
 
 # A notebook's first code cell names the site it fetches the package from; the build writes
