@@ -381,6 +381,7 @@ def test_api_reference_shows_and_links_every_whole_module(built_site):
 
 
 def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
+    """Nor an explorer's digits and labels (its figure is marked data-search-exclude)."""
     import json
     import re
 
@@ -396,7 +397,7 @@ def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
     problems = []
     for doc in docs:
         prose = re.sub(r"<(pre|code)\b.*?</\1>", "", doc["text"], flags=re.DOTALL)
-        for bad in ("¶", "\\(", "\\[", "$"):
+        for bad in ("¶", "\\(", "\\[", "$", "key \u2192"):  # "key →": an explorer's corner
             if bad in prose or bad in doc["title"]:
                 problems.append(f"{doc['location']}: {bad!r}")
         problems += [f"{doc['location']}: diagram source {d!r}" for d in diagrams if d in doc["text"]]
