@@ -20,8 +20,11 @@ the slow pairs no further than ``L`` did in training:
   between blend the two smoothly.
 - ``yarn`` (gpt-oss, DeepSeek-V3, long-context Qwen): the same idea with the bounds
   set in turns per ``L`` (``beta_fast``, ``beta_slow``), and an ``attention_factor``
-  (``0.1 ln(factor) + 1``) by which the tables are multiplied, which sharpens the
-  softmax a little to make up for the longer texts.
+  by which the tables are multiplied: ``0.1 ln(factor) + 1`` by default, so every
+  score, at every position, is multiplied by its square (1.81 for gpt-oss's factor
+  32). With ``mscale`` and ``mscale_all_dim`` it is the ratio of the two such factors:
+  1.0 for DeepSeek-V3, whose attention puts the correction on its score scale instead
+  (``latent.py``).
 
 ``rope_frequencies`` returns ``(inv_freq, attention_factor)`` for
 ``rope.RotaryEmbedding``, equal to transformers' ``ROPE_INIT_FUNCTIONS`` (tested).
