@@ -12,6 +12,8 @@ page's table shows: nothing in it is typed by hand. Not a model module.
 
 from __future__ import annotations
 
+import math
+
 from llm_attention.hf_config import config_dict, layer_type, modern_attention_options
 
 LLAMA31_ROPE = {
@@ -204,8 +206,9 @@ def ideas(options: dict) -> list[str]:
         found.append(
             "(1 + w) QK-norm" if options.get("norm_unit_offset") else "QK-norm"
         )
-    if options.get("scale"):
-        found.append("own score scale")
+    scale = options.get("scale")
+    if scale and not math.isclose(scale, options["head_dim"] ** -0.5):
+        found.append("own score scale")  # not 1 / sqrt(d_h), whatever the field says
     if options.get("softcap"):
         found.append(f"soft cap {options['softcap']:g}")
     if options.get("sinks"):
