@@ -61,7 +61,8 @@ def tensor_parallel_plan(module) -> dict:
             f"{type(module).__name__} has no query projection (W_query or W_query_up) "
             "and out_proj to split by heads"
         )
-    return {**{name: ColwiseParallel() for name in split}, "out_proj": RowwiseParallel()}
+    plan = {name: ColwiseParallel() for name in split}
+    return {**plan, "out_proj": RowwiseParallel()}
 
 
 def replicated_gradients_to_sum(module) -> list[str]:
@@ -78,9 +79,9 @@ def replicated_gradients_to_sum(module) -> list[str]:
             summed.append(name)
         elif owner not in plan and owner not in USED_BEFORE_THE_SPLIT:
             raise ValueError(
-                f"{type(module).__name__}.{name} is neither split by the plan nor known "
-                "to get its gradient whole or in shares: add it to USED_BY_EACH_HEAD "
-                "or USED_BEFORE_THE_SPLIT"
+                f"{type(module).__name__}.{name} is neither split by the plan nor "
+                "known to get its gradient whole or in shares: add it to "
+                "USED_BY_EACH_HEAD or USED_BEFORE_THE_SPLIT"
             )
     return summed
 # --8<-- [end:plan]
@@ -207,7 +208,8 @@ def _tensor_parallel_training(mesh) -> dict:
         whole_names = [n for n, p in whole.named_parameters()
                        if n.split(".")[0] not in tensor_parallel_plan(whole)]
         trained = {}
-        for rule, names in (("summed", None), ("every whole weight summed", whole_names)):
+        rules = (("summed", None), ("every whole weight summed", whole_names))
+        for rule, names in rules:
             split = parallelize_module(copy.deepcopy(whole), mesh,
                                        tensor_parallel_plan(whole))
             optimiser = torch.optim.SGD(split.parameters(), lr=0.5)
@@ -338,8 +340,8 @@ def _ring(rank: int, world: int) -> dict:
 
 
 def _ring_one_token_each(rank: int, world: int) -> dict:
-    """The smallest split: one token per process, so each process's own block is a single
-    key at its query's own position, which the query must not skip."""
+    """The smallest split: one token per process, so each process's own block is a
+    single key at its query's own position, which the query must not skip."""
     from llm_attention.ring_attention import contiguous_positions, ring_attention
 
     gen = torch.Generator().manual_seed(5)
