@@ -59,4 +59,5 @@ def on_post_build(config) -> None:
         # Code listings and printed outputs go (half the index's bytes, and every page would
         # match every identifier); prose, inline code and headings stay searchable.
         doc["text"] = " ".join(_LISTING.sub(" ", clean_text(doc["text"])).split())
-    index.write_text(json.dumps(data, separators=(",", ":")), encoding="utf8")
+    # Characters as UTF-8, not as \u escapes: a minus sign costs three bytes, not six.
+    index.write_text(json.dumps(data, separators=(",", ":"), ensure_ascii=False), encoding="utf8")

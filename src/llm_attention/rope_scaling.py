@@ -20,11 +20,9 @@ the slow pairs no further than ``L`` did in training:
   between blend the two smoothly.
 - ``yarn`` (gpt-oss, DeepSeek-V3, long-context Qwen): the same idea with the bounds
   set in turns per ``L`` (``beta_fast``, ``beta_slow``), and an ``attention_factor``
-  by which the tables are multiplied: ``0.1 ln(factor) + 1`` by default, so every
-  score, at every position, is multiplied by its square (1.81 for gpt-oss's factor
-  32). With ``mscale`` and ``mscale_all_dim`` it is the ratio of the two such factors:
-  1.0 for DeepSeek-V3, whose attention puts the correction on its score scale instead
-  (``latent.py``).
+  on the tables, ``0.1 ln(factor) + 1`` by default: every score, at every position,
+  times its square (1.81 for gpt-oss). With ``mscale`` and ``mscale_all_dim``, their
+  two factors' ratio (1.0 for DeepSeek-V3, whose scale takes the correction).
 
 ``rope_frequencies`` returns ``(inv_freq, attention_factor)`` for
 ``rope.RotaryEmbedding``, equal to transformers' ``ROPE_INIT_FUNCTIONS`` (tested).
