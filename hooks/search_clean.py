@@ -64,4 +64,5 @@ def on_post_build(config) -> None:
         # tags go too: a result shows its words, not its paragraphs.
         text = _BLOCK_TAG.sub(" ", _LISTING.sub(" ", clean_text(text)))
         doc["text"] = " ".join(text.split())
-    index.write_text(json.dumps(data, separators=(",", ":")), encoding="utf8")
+    # Characters as UTF-8, not as \u escapes: a minus sign costs three bytes, not six.
+    index.write_text(json.dumps(data, separators=(",", ":"), ensure_ascii=False), encoding="utf8")
