@@ -18,9 +18,13 @@ The six, all at model width ``d = 768`` with 12 heads (GPT-2 small), float32, ev
 Each is timed forward (under ``torch.no_grad``) and forward + backward (the sum of the output,
 backpropagated to the parameters) with ``torch.utils.benchmark.Timer``, at sequence lengths 128 to
 1024 at batch 8, and 4096 at batch 1. The machines this runs on are often shared, and a burst of
-someone else's work would slow whichever implementation happened to be running. So the six are
-timed in turns: in each round, every implementation gets one ``blocked_autorange`` block (in a
-rotating order), and we keep the median over the rounds.
+someone else's work slows whichever implementation happens to be running. So the six are timed in
+turns, over several rounds: in each round, every implementation gets one ``blocked_autorange``
+block (in a rotating order). Each result keeps the median over all blocks (``median_s``), their
+interquartile range (``iqr_s``) and the time of every round (``rounds_s``); ``spread`` in the
+results is each cell's slowest round over its fastest, and the report lists the cells whose
+rounds disagree by more than ``NOISY`` (their medians are not to be trusted). For timings to
+publish, run it on a quiet machine.
 
 Peak memory, on a CPU: there is no allocator counter like ``torch.cuda.max_memory_allocated``, so
 we measure what the operating system sees. On Linux, writing ``5`` to ``/proc/self/clear_refs``
@@ -83,8 +87,9 @@ LABELS = {
 MODES = ("forward", "forward+backward")
 
 # min_run_time: seconds of one implementation's block in a round
-FULL = dict(d_model=768, num_heads=12, sizes=[(8, 128), (8, 256), (8, 512), (8, 1024), (1, 4096)], min_run_time=0.3, rounds=3, matmul_n=2048)
+FULL = dict(d_model=768, num_heads=12, sizes=[(8, 128), (8, 256), (8, 512), (8, 1024), (1, 4096)], min_run_time=0.3, rounds=7, matmul_n=2048)
 QUICK = dict(d_model=64, num_heads=4, sizes=[(2, 16), (2, 32), (1, 64)], min_run_time=0.002, rounds=2, matmul_n=128)
+NOISY = 1.5  # a cell whose slowest round took more than this times its fastest was disturbed
 MMAP_THRESHOLD = 64 * 1024
 
 
@@ -264,6 +269,11 @@ def print_table(report: dict) -> None:
     for name, g in report["ratios"]["goals"].items():
         verdict = "" if g["met"] is None else ("  goal met" if g["met"] else "  GOAL MISSED")
         print(f"{name:26} {g['what']:42} {g['value']:7.3f}  goal {g['goal']}{verdict}")
+    noisy = report.get("noisy", {"threshold": NOISY, "cells": []})
+    print(f"\ncells whose slowest round took more than {noisy['threshold']}x their fastest: "
+          f"{len(noisy['cells'])} of {len(rows)}")
+    for cell in noisy["cells"]:
+        print(f"  {cell}")
     f = report["flops"]
     print(f"\nfast path: {f['fast_path_gflops']:.1f} GFLOP/s at batch {f['batch']} x {f['tokens']}; "
           f"{f['matmul_n']}x{f['matmul_n']} matmul: {f['matmul_gflops']:.1f} GFLOP/s ({f['fraction_of_matmul']:.0%})")  # fmt: skip
@@ -340,7 +350,9 @@ def main(argv: list[str] | None = None) -> dict:
             timings = time_in_turns(runs, cfg["rounds"], cfg["min_run_time"])
             for impl in IMPLEMENTATIONS:
                 peak = memory["peaks"].get(f"{impl} {batch} {tokens} {mode}")
-                results.append({"impl": impl, "batch": batch, "tokens": tokens, "mode": mode, **timings[impl], "peak_bytes": peak})
+                rounds_s = timings[impl]["rounds_s"]
+                results.append({"impl": impl, "batch": batch, "tokens": tokens, "mode": mode, **timings[impl],
+                                "spread": max(rounds_s) / min(rounds_s), "peak_bytes": peak})  # fmt: skip
                 done += 1
                 print(f"[{done:2d}/{total}] {time.perf_counter() - started:6.0f}s  time    {impl:9} B={batch} T={tokens:<5} "
                       f"{mode:16} {timings[impl]['median_s'] * 1e3:9.2f} ms", file=sys.stderr, flush=True)  # fmt: skip
@@ -355,6 +367,8 @@ def main(argv: list[str] | None = None) -> dict:
         "results": results,
     }
     report["ratios"] = ratios(results, sizes)
+    report["noisy"] = {"threshold": NOISY, "cells": [
+        f"{r['impl']} {r['batch']} {r['tokens']} {r['mode']}" for r in results if r["spread"] > NOISY]}  # fmt: skip
     at = report["ratios"]["time_at"]
     fast = find(results, "fast", at["batch"], at["tokens"], "forward")["median_s"]
     fast_gflops = fast_path_flops(at["batch"], at["tokens"], d) / fast / 1e9

@@ -42,22 +42,30 @@ def time_in_turns(runs: dict, rounds: int, min_run_time: float) -> dict:
     """Time each of ``runs`` (name -> callable) in turns; return name -> median, spread and count.
 
     In each round every callable gets one ``blocked_autorange`` block, in a rotating order, so a
-    burst of someone else's work on a shared machine slows them all alike.
+    long stretch of someone else's work on a shared machine falls on several of them rather than
+    on one; a short burst still slows only whichever runs then. So each result keeps, beside the
+    median over all blocks (``median_s``) and their interquartile range (``iqr_s``), the time of
+    each round (``rounds_s``, the median of that round's blocks): rounds that disagree show a
+    cell the machine disturbed.
     """
     timers = {
         name: benchmark.Timer(stmt="run()", globals={"run": run}, label=name, num_threads=torch.get_num_threads())
         for name, run in runs.items()
     }
     blocks = {name: [] for name in runs}  # seconds per call, one entry per block
+    per_round = {name: [] for name in runs}  # seconds per call, one entry per round
     names = list(runs)
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate who goes first
-            blocks[name] += timers[name].blocked_autorange(min_run_time=min_run_time).times
+            times = timers[name].blocked_autorange(min_run_time=min_run_time).times
+            blocks[name] += times
+            per_round[name].append(torch.tensor(times, dtype=torch.float64).median().item())
     out = {}
     for name, times in blocks.items():
         t = torch.tensor(times, dtype=torch.float64)
         q1, median, q3 = (torch.quantile(t, q).item() for q in (0.25, 0.5, 0.75))
-        out[name] = {"median_s": median, "iqr_s": q3 - q1, "blocks": len(times)}
+        out[name] = {"median_s": median, "iqr_s": q3 - q1, "blocks": len(times),
+                     "rounds_s": per_round[name]}
     return out
 
 

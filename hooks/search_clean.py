@@ -4,7 +4,8 @@ The theme's index holds each section's HTML text as the page source has it: raw 
 typeset in the browser-facing HTML only, by hooks/typeset_math.py) and the pilcrow of each
 heading's permalink. This hook rewrites ``search_index.json`` after the build: formulas become
 their plain symbols (``\\(d_k\\)`` -> ``d_k``), pilcrows go, and so do code listings and
-printed outputs: every first visit loads the index, and they were half its bytes. The notebook
+printed outputs: they were half its bytes. Paragraph and list tags go too (a result shows
+words, not layout). The index loads when a reader first searches (overrides/main.html). The notebook
 pages go too: each repeats its chapter; so do the API pages of the site's own code. Diagrams are
 images drawn at build (llm_attention_site.diagrams): their source never reaches the page.
 """
@@ -20,6 +21,7 @@ _CODE = re.compile(r"<(pre|code)\b.*?</\1>", re.DOTALL)
 _MATH = re.compile(r"\\\((?P<a>.+?)\\\)|\\\[(?P<b>.+?)\\\]|\$\$(?P<c>.+?)\$\$|(?<![\\$\w])\$(?P<d>[^$\n<>]+?)\$(?![\w$])", re.DOTALL)
 _COMMAND = re.compile(r"\\(?:[a-zA-Z]+|.)")
 _NOTEBOOK_PAGE = re.compile(r"notebooks/[^/#]+/")  # a notebook's page, not the list of them
+_BLOCK_TAG = re.compile(r"</?(?:p|ul|ol|li|sup)\b[^>]*>")  # layout only: results show text
 _SITE_CODE = pathlib.Path(__file__).resolve().parents[1] / "src" / "llm_attention_site"
 
 
@@ -56,7 +58,11 @@ def on_post_build(config) -> None:
     ]
     for doc in data["docs"]:
         doc["title"] = clean_text(doc["title"]).strip()
+        text = doc["text"]
         # Code listings and printed outputs go (half the index's bytes, and every page would
-        # match every identifier); prose, inline code and headings stay searchable.
-        doc["text"] = " ".join(_LISTING.sub(" ", clean_text(doc["text"])).split())
-    index.write_text(json.dumps(data, separators=(",", ":")), encoding="utf8")
+        # match every identifier); prose, inline code and headings stay searchable. Block
+        # tags go too: a result shows its words, not its paragraphs.
+        text = _BLOCK_TAG.sub(" ", _LISTING.sub(" ", clean_text(text)))
+        doc["text"] = " ".join(text.split())
+    # Characters as UTF-8, not as \u escapes: a minus sign costs three bytes, not six.
+    index.write_text(json.dumps(data, separators=(",", ":"), ensure_ascii=False), encoding="utf8")

@@ -7,6 +7,10 @@ at ``code/llm_attention/<module>.zip``, so a page can link them for one-click do
 strict mode checks the link like any other. The site's own package, which the notebooks import
 too, is published the same way at ``code/llm_attention_site/``.
 
+The tiny GPT that "Watching attention learn" trains runs in the reader's browser too: the
+weights of the run the page shows are written once per build beside that page
+(``llm_attention_site.live_model.weights_file``; the name holds a digest of the bytes).
+
 Notebooks live in docs/notebooks/ as jupytext percent scripts (readable diffs, runnable as plain
 Python). The site renders and executes them; this hook writes the matching .ipynb beside the
 page so that the page's download button hands the reader a notebook to open in Jupyter.
@@ -21,13 +25,16 @@ import re
 import jupytext
 from mkdocs.structure.files import File
 
+from llm_attention.induction import trained_model
 from llm_attention_site.copy_sets import copy_set_zip, copyable_modules
+from llm_attention_site.live_model import weights_file
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "llm_attention"
 SITE_PACKAGE = PACKAGE.parent / "llm_attention_site"
 # Pages and notebooks that train a model share one run, kept on disk (llm_attention.induction);
 # LLM_ATTENTION_RUN_CACHE="" turns the disk copy off.
 os.environ.setdefault("LLM_ATTENTION_RUN_CACHE", str(PACKAGE.parents[1] / ".cache"))
+LIVE_MODEL_PAGE = "at-work/watching-attention-learn"  # the page whose explorer runs the model
 
 # The notebook renderer adds a MathJax loader from a CDN; the site typesets math with its own KaTeX.
 _MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.DOTALL)
@@ -35,8 +42,8 @@ _MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuratio
 
 def on_files(files, config):
     """Add every module of both packages to the site, as files to download, with their list
-    (``modules.txt``, one name a line), which a downloaded notebook reads to fetch them; and
-    each copyable module's set as a zip."""
+    (``modules.txt``, one name a line), which a downloaded notebook reads to fetch them;
+    and each copyable module's set as a zip."""
     for package in (PACKAGE, SITE_PACKAGE):
         modules = sorted(package.glob("*.py"))
         for module in modules:
@@ -48,6 +55,17 @@ def on_files(files, config):
         uri = f"code/{PACKAGE.name}/{name.removesuffix('.py')}.zip"
         files.append(File.generated(config, uri, content=copy_set_zip(name)))
     return files
+
+
+def on_post_build(config) -> None:
+    """Write the trained tiny GPT's weights beside the page that runs it. After the pages:
+    the page's code has trained the model (or loaded the kept run) in this process by then,
+    and a run of the hooks that builds no page (a test reading the site's files) trains
+    nothing."""
+    name, data = weights_file(trained_model()[0])
+    folder = pathlib.Path(config.site_dir) / LIVE_MODEL_PAGE
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data)
 
 
 # A notebook's first code cell names the site it fetches the package from; the build writes

@@ -61,7 +61,9 @@ def _quoted(token: str) -> str:
 # Point at every row of a row explorer in turn (a pointerover on one of its cells, as a mouse
 # or a finger sends) and read what the readout shows: one round trip for the whole grid.
 _EVERY_ROW = """figure => [...figure.querySelectorAll('tbody tr')].map((row, i) => {
-  row.cells[1 + (i % (row.cells.length - 1))].dispatchEvent(new PointerEvent('pointerover', {bubbles: true}));
+  const cell = row.cells[1 + (i % (row.cells.length - 1))], box = cell.getBoundingClientRect();
+  cell.dispatchEvent(new PointerEvent('pointerover', {
+    bubbles: true, clientX: box.left + box.width / 2, clientY: box.top + box.height / 2}));
   return (READOUT)(figure);
 })""".replace("READOUT", _READOUT)
 
@@ -89,10 +91,30 @@ def _check_rows(page, figure, tokens: list[str], rows: list[list[str]], state: s
     page.mouse.move(0, 0)  # off the figure: the pointer must not stand in for a tap or a key
     table.locator("tbody tr").nth(1).locator("td").last.dispatch_event("click")
     assert figure.evaluate(_READOUT)["selected"] == 1, "a tap on a cell did not choose its row"
+    table.locator("tbody tr").nth(1).locator("td").first.hover(force=True)  # the pointer rests here
     table.focus()
-    page.keyboard.press("ArrowDown")
-    shown = figure.evaluate(_READOUT)
-    assert shown["selected"] == 2 and shown["values"] == rows[2], "the arrow keys did not move the query"
+    for key, row in (("ArrowDown", 2), ("End", last), ("Home", 0)):
+        page.keyboard.press(key)
+        shown = figure.evaluate(_READOUT)
+        assert shown["selected"] == row and shown["values"] == rows[row], (
+            f"{key} with the pointer resting on row 1 chose row {shown['selected']}, not {row}")
+    page.mouse.move(0, 0)
+    if not compact:  # the chips sit under the table, centred as it is
+        _check_centred(figure)
+
+
+# The middle of a figure's table and of the row of its readout's chips, in CSS px from the left.
+_MIDDLES = """figure => {
+  const table = figure.querySelector('table').getBoundingClientRect();
+  const chips = [...figure.querySelectorAll('.explorer-chip')].map(c => c.getBoundingClientRect());
+  const left = Math.min(...chips.map(c => c.left)), right = Math.max(...chips.map(c => c.right));
+  return [table.left + table.width / 2, (left + right) / 2];
+}"""
+
+
+def _check_centred(figure) -> None:
+    table, chips = figure.evaluate(_MIDDLES)
+    assert abs(table - chips) <= 3, f"the chips' middle is {chips - table:+.0f} px from the table's"
 
 
 def _weight_rows(lines: list[str]) -> tuple[list[str], list[list[str]]]:
@@ -179,8 +201,32 @@ _STEPPER = """figure => {
   const chosen = s => [...s.querySelectorAll('tbody tr')].findIndex(r => r.classList.contains('explorer-selected'));
   return {visible: stages.map(s => s === shown), title: shown.dataset.title,
           cells: (CELLS)(shown), chosen: stages.map(chosen),
-          label: figure.querySelector('.explorer-step-label').textContent};
+          label: figure.querySelector('.explorer-step-label').textContent,
+          height: figure.getBoundingClientRect().height};
 }""".replace("CELLS", _CELLS)
+
+# Where the focus is: an element of the figure (its class), or outside it (None).
+_FOCUS_IN = """figure => figure.contains(document.activeElement) && document.activeElement !== figure
+  ? document.activeElement.className : null"""
+
+
+def _press_next_to_the_end(page, figure, count: int, shown) -> list:
+    """Enter on Next until the last step, as a keyboard user does; what ``shown()`` reads at
+    each step. The focus must stay on a control of the figure when Next is disabled at the end,
+    and the figure keep its height at every step (the text below it must not move)."""
+    next_button = figure.locator(".explorer-next")
+    next_button.focus()
+    seen = [shown(0)]
+    for k in range(1, count):
+        page.keyboard.press("Enter")
+        seen.append(shown(k))
+    assert next_button.is_disabled(), "Next still works after the last step"
+    focused = figure.evaluate(_FOCUS_IN)
+    assert focused and "explorer-previous" in focused, f"Enter on Next at the last step left the focus on {focused}"
+    heights = [round(s["height"]) for s in seen]
+    assert max(heights) - min(heights) <= 1, f"the figure's height changes from step to step: {heights}"
+    return seen
+
 
 
 def check_stepper(page, figure) -> None:
@@ -190,16 +236,13 @@ def check_stepper(page, figure) -> None:
     n = len(stages)
     assert figure.locator(".stepper-stage").count() == n > 1, (figure.locator(".stepper-stage").count(), n)
     query = int(figure.get_attribute("data-query"))
-    next_button, previous = figure.locator(".explorer-next"), figure.locator(".explorer-previous")
-    for k, (title, body) in enumerate(stages):
-        if k:
-            next_button.click()
-        shown = figure.evaluate(_STEPPER)
+    previous = figure.locator(".explorer-previous")
+    seen = _press_next_to_the_end(page, figure, n, lambda k: figure.evaluate(_STEPPER))
+    for k, ((title, body), shown) in enumerate(zip(stages, seen)):
         assert shown["visible"] == [i == k for i in range(n)] and shown["title"] == title, (k, title, shown)
         printed = [line.split()[-len(shown["cells"][0]):] for line in body]
         assert shown["cells"] == printed, (title, shown["cells"], printed)
         assert shown["chosen"] == [query] * n and title in shown["label"], (title, shown)
-    assert next_button.is_disabled(), "Next still works after the last stage"
     previous.click()
     assert figure.evaluate(_STEPPER)["visible"][-2], "Previous did not go back one stage"
     figure.locator(".explorer-steps input").focus()
@@ -221,8 +264,8 @@ def check_stepper(page, figure) -> None:
 _DECODE = """figure => Object.assign((READOUT)(figure), {
   status: figure.querySelector('.decode-status').textContent,
   filled: [...figure.querySelectorAll('tbody tr')].map(r => !r.classList.contains('decode-future')),
-  marks: [...figure.querySelector('tfoot tr').cells].slice(1).map(c => c.textContent)})""".replace(
-    "READOUT", _READOUT)
+  marks: [...figure.querySelector('tfoot tr').cells].slice(1).map(c => c.textContent),
+  height: figure.getBoundingClientRect().height})""".replace("READOUT", _READOUT)
 
 
 def check_decode_explorer(page, figure) -> None:
@@ -236,11 +279,8 @@ def check_decode_explorer(page, figure) -> None:
         # query L reads A L, cache holds H L B bytes
         steps.append((int(parts[1]), int(parts[3]), int(parts[7]), int(parts[9]), values.split()))
     assert len(steps) > 1, steps
-    next_button = figure.locator(".explorer-next")
-    for k, (last, reads_from, holds_from, nbytes, values) in enumerate(steps):
-        if k:
-            next_button.click()
-        shown = figure.evaluate(_DECODE)
+    seen = _press_next_to_the_end(page, figure, len(steps), lambda k: figure.evaluate(_DECODE))
+    for k, ((last, reads_from, holds_from, nbytes, values), shown) in enumerate(zip(steps, seen)):
         held = last + 1 - holds_from
         expected = (f"Step {k + 1} of {len(steps)}", f": the query at position {last} ",
                     f"reads keys {reads_from} to {last};", f"holds {held} row{'' if held == 1 else 's'}, ",
@@ -250,10 +290,17 @@ def check_decode_explorer(page, figure) -> None:
         assert shown["filled"] == [i <= last for i in range(len(shown["filled"]))], (k, shown["filled"])
         marks = shown["marks"]
         assert marks[:holds_from] == ["\u00d7"] * holds_from and marks[last] == "+", (k, marks)
-    assert next_button.is_disabled()
     figure.locator(".explorer-steps input").focus()
     page.keyboard.press("Home")
     assert f"Step 1 of {len(steps)}" in figure.locator(".decode-status").text_content(), "Home on the slider"
+    if steps[0][0] > 0:  # a tap on a row of the prompt, which the first step computed with the others
+        row = steps[0][0] - 1
+        figure.locator("tbody tr").nth(row).locator("td").first.dispatch_event("click")
+        shown = figure.evaluate(_DECODE)
+        cells = figure.evaluate(_CELLS)[row][: row + 1]
+        assert shown["selected"] == row and f"position {row} " in shown["status"], (
+            f"a tap on the prompt's row {row} showed row {shown['selected']}: {shown['status']}")
+        assert f"position {row}" in shown["title"] and shown["values"] == cells, (shown["title"], shown["values"], cells)
     row = steps[2][0]  # pointing at a row goes to the step that computed it
     figure.locator("tbody tr").nth(row).locator("td").first.hover(force=True)
     assert figure.evaluate(_DECODE)["selected"] == row, f"pointing at row {row}"
@@ -342,6 +389,209 @@ def check_explorer_layout(page) -> None:
     assert not problems, "\n".join(problems)
 
 
+# The live explorer's numbers must be PyTorch's on the same weights file, within this: the
+# script computes in float64 from the float32 weights, PyTorch in float32 (the largest
+# difference seen is about 1e-6).
+LIVE_TOLERANCE = 1e-4
+
+# The text of the last listing before a figure: what the page printed for it.
+_PRINTED_BEFORE = """figure => {
+  const before = [...document.querySelectorAll('pre')].filter(
+    pre => figure.compareDocumentPosition(pre) & Node.DOCUMENT_POSITION_PRECEDING);
+  return before[before.length - 1].textContent;
+}"""
+
+# What the live explorer computed (f.liveRun) and shows: the query's column, each head's cells
+# and the probabilities' text.
+_LIVE = """f => ({run: JSON.stringify(f.liveRun), text: f.querySelector('.live-input').value,
+  query: [...f.querySelector('.live-table thead tr').cells].findIndex(c => c.classList.contains('live-query')) - 1,
+  cells: [...f.querySelector('.live-table tbody').rows].map(r => [...r.cells].slice(1)
+    .map(c => c.style.getPropertyValue('--w') || '0.00')),
+  pressed: [...f.querySelectorAll('.live-head')].map(b => b.getAttribute('aria-pressed')),
+  probabilities: [...f.querySelectorAll('.live-probabilities tbody tr')].map(r => [r.cells[0].textContent, r.cells[2].textContent]),
+  status: f.querySelector('.live-status').textContent,
+  check: f.querySelector('.live-check').textContent,
+  focus: document.activeElement.classList[0]})"""
+
+
+def _live(figure) -> dict:
+    """What the live explorer computed and shows (its run comes as one JSON string: the
+    browser driver checks a nested list number by number, 40 times slower)."""
+    import json
+
+    shown = figure.evaluate(_LIVE)
+    shown["run"] = json.loads(shown["run"])
+    return shown
+
+
+def _live_gap(shown, expected) -> float:
+    """The largest difference between the browser's weights and probabilities and PyTorch's."""
+    import torch
+
+    weights = torch.tensor(shown["run"]["weights"], dtype=torch.float64)  # (L, H, T, T)
+    probabilities = torch.tensor(shown["run"]["probabilities"], dtype=torch.float64)  # (T, V)
+    assert weights.shape == expected.weights.shape, (weights.shape, expected.weights.shape)
+    return max((weights - expected.weights.double()).abs().max().item(),
+               (probabilities - expected.probabilities.double()).abs().max().item())
+
+
+def _check_live_shown(shown) -> None:
+    """The cells are the computed weights of the query's row, to two decimals, and the bars the
+    computed probabilities after the query, to four, at temperature 1."""
+    q, run = shown["query"], shown["run"]
+    heads = [w for layer in run["weights"] for w in layer]  # (L * H) of (T, T)
+    expected = [[f"{round(row[q][k] * 100) / 100:.2f}" if k <= q else "0.00" for k in range(len(row))]
+                for row in heads]
+    assert shown["cells"] == expected, f"the cells are not the weights of query {q}"
+    ranked = sorted(enumerate(run["probabilities"][q]), key=lambda kp: -kp[1])[:5]
+    assert [float(v) for _, v in shown["probabilities"][:5]] == [round(p, 4) for _, p in ranked], (
+        shown["probabilities"], ranked)
+
+
+def _check_beside_pytorch(line: str, pytorch: list) -> None:
+    """The explorer's line for an input run at build: PyTorch's likeliest next tokens, then the
+    page's own probabilities of the same tokens, each to four decimals."""
+    import re
+
+    found = re.search(r"PyTorch at build: (.*)\. This page: (.*)\.$", line)
+    assert found, line
+    theirs, ours = ([part.rsplit(" ", 1) for part in group.split(", ")] for group in found.groups())
+    assert [[s, float(v)] for s, v in theirs] == pytorch, (theirs, pytorch)
+    assert [s for s, _ in ours] == [s for s, _ in theirs], line
+    assert all(abs(float(a) - float(b)) <= LIVE_TOLERANCE + 1e-4 for (_, a), (_, b) in zip(ours, theirs)), line
+
+
+def check_live_explorer(page, figure) -> None:
+    """The live explorer loads the model only when asked (with the keyboard here); typed in, each
+    input run at build gives every head's weights at every position and every probability that
+    PyTorch computes from the same weights file, within LIVE_TOLERANCE, the heads of the ablated
+    input switched off with the keyboard too; the figure shows what it computed; the page's
+    printed PyTorch numbers are those of the file; the query, the temperature and the random
+    sequence answer their controls."""
+    import json
+    import math
+    from urllib.parse import urljoin
+
+    from llm_attention_site import live_model
+
+    data = json.loads(figure.get_attribute("data-live"))
+    url = urljoin(page.url, data["file"])
+    loaded = "() => performance.getEntriesByType('resource').map(e => e.name)"
+    early = [u for u in page.evaluate(loaded) if u == url or u.endswith(("tiny-gpt.js", "live-explorer.js"))]
+    assert not early, f"loaded before the reader asked: {early}"
+    figure.locator(".live-open").focus()
+    page.keyboard.press("Enter")
+    figure.locator(".live-input").wait_for(timeout=10000)
+    page.wait_for_function("f => f.liveRun", arg=figure.element_handle())
+    model = live_model.model_from_weights(page.request.get(url).body())
+    field = figure.locator(".live-input")
+    focus = _live(figure)["focus"]
+    assert focus == "live-input", f"the focus is on {focus!r}, not on the sequence, once open"
+    gaps = {}
+    typed = False
+    for example in data["examples"]:
+        if example["off"]:
+            continue
+        if typed:  # the others at once, as a paste does: one input event
+            field.fill(example["text"])
+        else:  # the first ends key by key, an input event and a run of the model each
+            field.fill(example["text"][:-3])
+            field.press_sequentially(example["text"][-3:])
+            typed = True
+        shown = _live(figure)
+        assert shown["run"]["text"] == example["text"] and not shown["run"]["off"], shown["run"]["text"]
+        gaps[example["name"]] = _live_gap(shown, live_model.run(model, live_model.encode(example["text"])))
+        assert gaps[example["name"]] <= LIVE_TOLERANCE, (
+            f"{example['name']}: the browser differs from PyTorch by {gaps[example['name']]:.2e}, "
+            f"more than {LIVE_TOLERANCE}")
+        _check_live_shown(shown)
+        _check_beside_pytorch(shown["check"], example["pytorch"])
+    ablated = next(e for e in data["examples"] if e["off"])
+    field.fill(ablated["text"])
+    for layer, head in ablated["off"]:  # each head's button, with the keyboard
+        button = figure.locator(f'.live-table tr[data-layer="{layer}"][data-head="{head}"] .live-head')
+        button.focus()
+        page.keyboard.press("Enter")
+    shown = _live(figure)
+    assert sorted(map(tuple, shown["run"]["off"])) == sorted(map(tuple, ablated["off"])), shown["run"]["off"]
+    assert shown["pressed"].count("true") == len(ablated["off"]), shown["pressed"]
+    off = [tuple(pair) for pair in ablated["off"]]
+    gaps[ablated["name"]] = _live_gap(shown, live_model.run(model, live_model.encode(ablated["text"]), off))
+    _check_live_shown(shown)
+    gap = gaps[ablated["name"]]
+    assert gap <= LIVE_TOLERANCE, f"{ablated['name']}: the browser differs from PyTorch by {gap:.2e}"
+    # The page's printed PyTorch numbers: the likeliest next tokens of every input.
+    printed = [line.split()[1:] for line in figure.evaluate(_PRINTED_BEFORE).splitlines()
+               if line.startswith("  next: ")]
+    assert len(printed) == len(data["examples"]), printed
+    for example, words in zip(data["examples"], printed):
+        run = live_model.run(model, live_model.encode(example["text"]), [tuple(p) for p in example["off"]])
+        for symbol, value in zip(words[::2], words[1::2]):
+            here = run.probabilities[-1, live_model.SYMBOLS.index(symbol)].item()
+            assert abs(here - float(value)) <= LIVE_TOLERANCE + 5e-5, (example["name"], symbol, value, here)
+    # The query: the arrow keys on the grid.
+    figure.locator(".live-table").focus()
+    page.keyboard.press("ArrowLeft")
+    shown = _live(figure)
+    assert shown["query"] == len(ablated["text"]) - 2, shown["query"]
+    _check_live_shown(shown)
+    # The temperature: Warmer, then every shown probability is PyTorch's at that temperature.
+    figure.locator(".live-next .explorer-next").click()
+    warmer = data["temperatures"][data["temperatures"].index(1) + 1]
+    logits = [math.log(max(p, 1e-300)) / warmer for p in shown["run"]["probabilities"][shown["query"]]]
+    total = sum(math.exp(v - max(logits)) for v in logits)
+    expected = sorted((math.exp(v - max(logits)) / total for v in logits), reverse=True)[:5]
+    values = [float(v) for _, v in _live(figure)["probabilities"][:5]]
+    assert all(abs(a - b) <= 1e-4 for a, b in zip(values, expected)), (warmer, values, expected)
+    # A random sequence of the training task: 24 tokens, one segment of 8 twice, a query in it.
+    figure.locator(".live-random").click()
+    shown = _live(figure)
+    twice = [c for c in set(shown["text"]) if shown["text"].count(c) == 2]
+    assert len(shown["text"]) == len(shown["run"]["probabilities"]) == 24 and len(twice) == 8, shown["text"]
+    assert "came before" in shown["status"], shown["status"]
+    # A symbol the model does not know is refused, saying so.
+    field.fill("AB8")
+    assert "is not one of the symbols" in _live(figure)["status"], _live(figure)["status"]
+    field.fill(data["examples"][0]["text"])
+
+
+# In the dark palette, the shade of a cell of weight 0.10 and of 0.24 in every grid that prints
+# its digits, as CIELAB lightness over the page: a probe cell of each weight, measured, removed.
+_DARK_SHADES = """() => {
+  const parse = c => (c.match(/[\\d.]+/g) || []).map(Number).concat([1]).slice(0, 4);
+  const lightness = rgb => {
+    const y = rgb.map(v => v / 255).map(v => v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4)
+      .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+    return 116 * (y > 0.008856 ? Math.cbrt(y) : 7.787 * y + 16 / 116) - 16;
+  };
+  const body = document.body, before = body.getAttribute('data-md-color-scheme');
+  body.setAttribute('data-md-color-scheme', 'slate');
+  const page = parse(getComputedStyle(body).backgroundColor);
+  const found = [];
+  for (const table of document.querySelectorAll('.md-content .explorer .explorer-table')) {
+    if (table.closest('.explorer-compact') || !table.getClientRects().length) continue;
+    const row = table.tBodies[0].rows[0];
+    const shade = w => {
+      const probe = row.insertCell();
+      probe.style.setProperty('--w', String(w));
+      const c = parse(getComputedStyle(probe).backgroundColor);
+      probe.remove();
+      return lightness(c.slice(0, 3).map((v, i) => v * c[3] + page[i] * (1 - c[3])));
+    };
+    found.push([table.closest('.explorer').className, shade(0.24) - shade(0.10)]);
+  }
+  body.setAttribute('data-md-color-scheme', before);
+  return found;
+}"""
+
+
+def check_dark_shades(page) -> None:
+    """In the dark palette, weights of 0.10 and 0.24 in a grid with digits differ by at least
+    6 units of CIELAB lightness (the light palette's blue: 8), so that small weights show."""
+    flat = [f"{kind}: {step:.1f}" for kind, step in page.evaluate(_DARK_SHADES) if step < 6]
+    assert not flat, f"dark palette, lightness from weight 0.10 to 0.24 (want >= 6): {flat}"
+
+
 def check_explorer(page) -> None:
     """Every explorable figure of the page: each control driven, every number shown compared
     with the page's printed one; then the layout at a phone's and a desktop's width."""
@@ -353,6 +603,7 @@ def check_explorer(page) -> None:
         "decode-explorer": check_decode_explorer,
         "temperature-explorer": check_temperature_explorer,
         "attention-explorer": check_row_explorer,
+        "live-explorer": check_live_explorer,
     }
     for k in range(figures.count()):
         figure = figures.nth(k)
@@ -363,6 +614,7 @@ def check_explorer(page) -> None:
             kinds[kind](page, figure)
         except AssertionError as failure:
             raise AssertionError(f"{kind} {k}: {failure}") from None
+    check_dark_shades(page)
     check_explorer_layout(page)
 
 

@@ -38,17 +38,72 @@ def found(across_devices):
 def test_tensor_parallel_heads_equal_the_whole_module(found):
     for process in found["processes"]:
         checks = process["tensor parallel"]
-        # four modules (latent attention plain and absorbed) on two paths, and
-        # ModernAttention with sinks and a soft cap on the explicit path alone
-        assert len(checks) == 11, sorted(checks)
+        # seven modules (latent attention plain and absorbed, with and without the
+        # query bottleneck of DeepSeek-V3) on two paths, and ModernAttention with sinks
+        # and a soft cap on the explicit path alone
+        assert len(checks) == 15, sorted(checks)
         assert any("sinks" in name for name in checks), sorted(checks)
-        assert sum("Latent" in name for name in checks) == 4, sorted(checks)
+        assert sum("Latent" in name for name in checks) == 8, sorted(checks)
+        assert sum("q_lora_rank" in name for name in checks) == 4, sorted(checks)
         for name, check in checks.items():
             assert check["output"] <= 1e-6, (name, check)
             assert check["cached decoding"] <= 1e-6, (name, check)
             # float32 sums in another order: within a millionth of the largest gradient
             assert check["gradients"] <= 1e-6 * max(1.0, check["largest gradient"]), (name, check)
             assert check["heads here"] == 4 // WORLD, (name, check)
+
+
+def test_a_training_step_sums_exactly_the_published_gradients(found):
+    """Two SGD steps split by heads equal the whole module's when the processes sum the
+    gradients replicated_gradients_to_sum names; summing every whole weight's gradient
+    instead counts the whole ones twice (the query bottleneck, the latent's
+    down-projection and norm)."""
+    for process in found["processes"]:
+        training = process["tensor parallel training"]
+        assert len(training) == 6, sorted(training)  # no absorbed twins: same weights
+        for name, check in training.items():
+            assert check["summed"] <= 1e-6, (name, check)
+            if check["whole"]:
+                assert check["every whole weight summed"] > 1e-3, (name, check)
+        v3 = training["LatentAttention (q_lora_rank)"]
+        assert v3["summed names"] == []
+        assert v3["whole"] == ["W_query_down.weight", "query_norm.weight",
+                               "W_kv_down.weight", "latent_norm.weight"]
+        lite = training["LatentAttention (4 heads)"]
+        assert lite["summed names"] == [] and lite["whole"] == [
+            "W_kv_down.weight", "latent_norm.weight"]
+        sinks = training["ModernAttention (2 kv, sinks, soft cap)"]
+        assert sinks["summed names"] == ["sinks"] and sinks["whole"] == []
+
+
+def test_the_plan_follows_the_layer_s_own_projections():
+    from torch import nn
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    from llm_attention.latent import LatentAttention
+    from llm_attention.modern import ModernAttention
+    from llm_attention.multihead import MultiHeadAttention
+    from llm_attention_site.devices import replicated_gradients_to_sum, tensor_parallel_plan
+
+    def styles(module):
+        return {name: type(style) for name, style in tensor_parallel_plan(module).items()}
+
+    latent = dict(kv_lora_rank=8, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8)
+    bottleneck = LatentAttention(32, 32, 16, 0.0, 4, q_lora_rank=12, **latent)
+    assert styles(bottleneck) == {"W_query_up": ColwiseParallel, "W_kv_up": ColwiseParallel,
+                                  "out_proj": RowwiseParallel}
+    assert set(styles(LatentAttention(32, 32, 16, 0.0, 4, **latent))) == {
+        "W_query", "W_kv_up", "out_proj"}
+    assert set(styles(MultiHeadAttention(32, 32, 16, 0.0, 4))) == {
+        "W_query", "W_key", "W_value", "out_proj"}
+    modern = ModernAttention(32, 32, 16, 0.0, 4, 2, qk_norm=True, sinks=True)
+    assert replicated_gradients_to_sum(modern) == ["sinks", "q_norm.weight", "k_norm.weight"]
+    assert replicated_gradients_to_sum(bottleneck) == []
+    with pytest.raises(ValueError, match="Linear has no query projection"):
+        tensor_parallel_plan(nn.Linear(2, 2))
+    modern.extra = nn.Parameter(torch.zeros(3))  # a weight the rule does not know
+    with pytest.raises(ValueError, match=r"ModernAttention\.extra is neither split"):
+        replicated_gradients_to_sum(modern)
 
 
 def test_a_key_value_head_is_not_cut_in_two(found):
@@ -95,6 +150,15 @@ def test_ring_attention_equals_full_causal_attention(found):
             ring = process["ring"][split]
             assert ring["positions here"] == positions(16, rank, WORLD).tolist()
             assert ring["output"] <= 1e-6 and ring["gradients"] <= 1e-6, (split, ring)
+
+
+def test_ring_attention_with_one_token_per_process(found):
+    """Each process's own block is then one key at its query's position: not a block of
+    the future, so it is scored (a NaN output otherwise: a query with no key)."""
+    for rank, process in enumerate(found["processes"]):
+        ring = process["ring, one token each"]
+        assert ring["positions here"] == [rank]
+        assert ring["output"] <= 1e-6 and ring["gradients"] <= 1e-6, ring
 
 
 def test_the_balanced_split_shares_the_causal_work():

@@ -33,6 +33,9 @@ def test_quick_run_writes_results_and_plot(tmp_path, capsys):
     assert {r["impl"] for r in rows} == IMPLEMENTATIONS
     assert len(rows) == len(IMPLEMENTATIONS) * 2 * len(report["config"]["sizes"])
     assert all(r["median_s"] > 0 for r in rows)
+    rounds = report["config"]["rounds"]
+    assert all(len(r["rounds_s"]) == rounds and r["spread"] >= 1 for r in rows)  # repeats
+    assert report["noisy"]["threshold"] > 1 and "slowest round" in done.out
     assert set(report["ratios"]["goals"]) >= {"fast_vs_explicit", "fast_vs_torch_mha", "fast_vs_bare"}
     assert report["flops"]["matmul_gflops"] > 0
     assert plot.read_text().lstrip().startswith("<?xml") and "<svg" in plot.read_text()
@@ -82,6 +85,13 @@ def test_the_committed_ratios_and_verdicts_follow_from_the_rows():
         else:
             sign, bound = goal.split()
             assert goals[name]["met"] is compare[sign](ratio, float(bound)), name
+
+    for row in report["results"]:  # each cell's repeats and their spread
+        assert len(row["rounds_s"]) == report["config"]["rounds"] >= 5
+        assert row["spread"] == pytest.approx(max(row["rounds_s"]) / min(row["rounds_s"]))
+    noisy = report["noisy"]
+    assert noisy["cells"] == [f"{r['impl']} {r['batch']} {r['tokens']} {r['mode']}"
+                              for r in report["results"] if r["spread"] > noisy["threshold"]]
 
     flops = report["flops"]  # the fast path's rate, against a plain matrix product
     (batch, tokens), d = at_time, report["config"]["d_model"]

@@ -72,30 +72,51 @@ def _contrast(one, two) -> float:
 
 @pytest.mark.parametrize("page, dark_page", [((255, 255, 255), False), ((30, 33, 41), True)])
 def test_every_cell_shade_keeps_its_text_readable(page, dark_page):
-    """Each weight's cell, rgba(33, 102, 172, w) over the light or the dark page, with the ink
-    the explorer gives it (the stylesheet makes all ink white on the dark page), keeps the 4.5:1
-    contrast that WCAG AA asks of small text, for every weight the explorer can show."""
-    from llm_attention_site.explorer import LIGHT_INK_FROM
+    """Each weight's cell, the light page's blue rgba(33, 102, 172, w) or the dark page's
+    lighter one, with the ink the explorer gives it, keeps the 4.5:1 contrast that WCAG AA
+    asks of small text, for every weight the explorer can show."""
+    from llm_attention_site.explorer import DARK_INK_FROM, DARK_PAGE_BLUE, LIGHT_INK_FROM
 
+    blue, white_below = (DARK_PAGE_BLUE, DARK_INK_FROM) if dark_page else ((33, 102, 172), None)
     worst = 21.0
     for step in range(1001):
         weight = step / 1000
-        cell = [round(p * (1 - weight) + c * weight) for p, c in zip(page, (33, 102, 172))]
-        ink = (255, 255, 255) if dark_page or weight >= LIGHT_INK_FROM else (0, 0, 0)
+        cell = [round(p * (1 - weight) + c * weight) for p, c in zip(page, blue)]
+        if dark_page:
+            ink = (255, 255, 255) if weight < white_below else (0, 0, 0)
+        else:
+            ink = (255, 255, 255) if weight >= LIGHT_INK_FROM else (0, 0, 0)
         worst = min(worst, _contrast(cell, ink))
     assert worst >= 4.5, f"a cell's text falls to {worst:.2f}:1"
-    weights = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.05, 0.05, 0.9]])
-    cells = re.findall(r'<td( class="ink-light")?(?: style="--w:([0-9.]+)")?>',
+    weights = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.7, 0.0], [0.05, 0.05, 0.9]])
+    cells = re.findall(r'<td(?: class="([a-z -]*)")?(?: style="--w:([0-9.]+)")?>',
                        attention_explorer(TOKENS, {"x": weights}))
     assert [float(w or 0) for _, w in cells] == [round(w, 2) for w in weights.flatten().tolist()]
-    assert [bool(light) for light, _ in cells] == [w >= LIGHT_INK_FROM for w in weights.flatten().tolist()]
+    for (names, _), w in zip(cells, weights.flatten().tolist()):
+        assert ("ink-light" in names.split()) == (w >= LIGHT_INK_FROM), (names, w)
+        assert ("ink-dark-on-slate" in names.split()) == (w >= DARK_INK_FROM), (names, w)
+
+
+def test_the_stylesheet_paints_the_dark_page_with_the_colours_checked_here():
+    """The dark page's blue and orange in explorer.css are the ones whose contrast the tests
+    above and in test_stepper.py check."""
+    import pathlib
+
+    from llm_attention_site.explorer import DARK_PAGE_BLUE
+    from llm_attention_site.stepper import DARK_PAGE_ORANGE
+
+    css = (pathlib.Path(__file__).parents[1] / "docs/assets/stylesheets/explorer.css").read_text()
+    slate = " ".join(rule for rule in css.split("}") if 'data-md-color-scheme="slate"' in rule)
+    for colour in (DARK_PAGE_BLUE, DARK_PAGE_ORANGE):
+        assert "rgba({}, {}, {}, var(--w, 0))".format(*colour) in slate, colour
+    assert "rgba(33, 102, 172, var(--w, 0))" not in slate
 
 
 def test_many_tokens_make_a_compact_grid_and_few_do_not():
     few = attention_explorer(TOKENS, {"x": _weights(0)})
     many = attention_explorer([str(i % 3) for i in range(12)], {"x": torch.eye(12)})
     assert "explorer-compact" not in few and "explorer-compact" in many
-    shades = re.findall(r'<td(?: class="ink-light")?(?: style="--w:([0-9.]+)")?></td>', many)
+    shades = re.findall(r'<td(?: class="[a-z -]*")?(?: style="--w:([0-9.]+)")?></td>', many)
     assert [float(w or 0) for w in shades] == torch.eye(12).flatten().tolist()
     assert "query \u2193" in few and "key \u2192" in few  # the axes are named
 
@@ -152,3 +173,25 @@ def test_heads_explorer_writes_each_heads_scores_and_opens_the_chosen_head():
         heads_explorer(TOKENS, {"late": weights[0]}, {"late": {}})
     with pytest.raises(ValueError, match=r"open_head must be a \(layer, head\)"):
         heads_explorer(TOKENS, {"late": weights}, {"late": {}}, open_head=(2, 0))
+
+
+def test_every_figure_is_left_out_of_the_search_index():
+    """Its digits and labels are printed output: Material's search skips an element marked
+    data-search-exclude (tests/test_site_browser.py checks the built index)."""
+    from llm_attention_site.live_model import Example, live_explorer
+    from llm_attention_site.stepper import DecodeStep, Stage, decode_explorer, stepper
+    from llm_attention_site.stepper import temperature_explorer
+    from llm_attention.gpt import GPTModel
+
+    weights = _weights(0)
+    torch.manual_seed(0)
+    figures = [
+        attention_explorer(TOKENS, {"x": weights}),
+        heads_explorer(TOKENS, {"p": weights[None, None]}, {"p": {}}),
+        stepper(TOKENS, [Stage("s", "S", weights, TOKENS)]),
+        decode_explorer(TOKENS, weights.tril(), [DecodeStep(2, 0, 0, 8)]),
+        temperature_explorer(TOKENS, torch.zeros(3), [1.0], [None], shown=2),
+        live_explorer(GPTModel(32, 24, 64, 4, 2).eval(), [Example("e", "ABA")], "f", 1),
+    ]
+    for page in figures:
+        assert re.match(r"<figure data-search-exclude class=\"explorer ", page), page[:80]

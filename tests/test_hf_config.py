@@ -46,6 +46,15 @@ def test_gemma2_and_gpt_oss_alternate():
     assert oss["rope_scaling"]["rope_type"] == "yarn"
 
 
+def test_own_score_scale_means_one_that_differs_from_the_head_width():
+    """Gemma 2 9B sets query_pre_attn_scalar = 256 = its head width: the default scale, not
+    an idea of its own; Gemma 3 27B's 168 with heads of 128 is one."""
+    gemma2 = options("Gemma 2 9B", 0)
+    assert gemma2["scale"] == 256**-0.5 == gemma2["head_dim"] ** -0.5
+    assert "own score scale" not in family_row("Gemma 2 9B")["ideas"]
+    assert "own score scale" in family_row("Gemma 3 27B")["ideas"]
+
+
 def test_qwen3_next_attention_layers_only():
     gated = options("Qwen3-Next 80B-A3B", 3)
     assert gated["output_gate"] and gated["partial_rotary_factor"] == 0.25

@@ -96,3 +96,37 @@ def test_a_wrong_setting_is_caught(built, change):
     with torch.no_grad():
         gap = (wrong(x) - reference_forward(built, x, padding.long())).abs().max().item()
     assert gap > 1e-3, gap
+
+
+@pytest.mark.parametrize("q_lora_rank", [24, None], ids=["q_lora_rank=24", "no q_lora_rank"])
+def test_a_config_json_dict_turns_the_pairs_as_transformers_does(q_lora_rank):
+    """DeepSeek-V3's config.json has no rope_interleave field (transformers' to_dict()
+    always writes one, so the layers built from config objects never miss it). Read as a
+    plain dict, it must give the layer transformers' default: neighbouring pairs."""
+    t = hf()
+    values = dict(  # a config.json as published, in miniature
+        model_type="deepseek_v3", hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=4, q_lora_rank=q_lora_rank, kv_lora_rank=16,
+        qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, num_hidden_layers=1,
+        max_position_embeddings=64, rope_theta=10000.0, rms_norm_eps=1e-6,
+        attention_bias=False,
+        rope_scaling={"type": "yarn", "factor": 4.0, "beta_fast": 32, "beta_slow": 1,
+                      "mscale": 1.0, "mscale_all_dim": 1.0,
+                      "original_max_position_embeddings": 16},
+    )
+    assert "rope_interleave" not in values
+    config = t.DeepseekV3Config(**{k: v for k, v in values.items() if k != "model_type"},
+                                attn_implementation="eager")
+    assert config.rope_interleave is True  # transformers' default
+    torch.manual_seed(0)
+    reference = t.modeling_deepseek_v3.DeepseekV3Attention(config, layer_idx=0).eval()
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            p.uniform_(0.5, 1.5) if "layernorm" in name else p.normal_(0.0, 0.2)
+    ours = LatentAttention.from_hf_config(values).eval()  # the plain dict
+    ours.load_state_dict(from_hf_state_dict(reference.state_dict()))
+    rotary = t.modeling_deepseek_v3.DeepseekV3RotaryEmbedding(config)
+    x, padding = inputs(config, 2, False)
+    with torch.no_grad():
+        expected = reference_forward((config, reference, rotary, ours), x, padding.long())
+        torch.testing.assert_close(ours(x), expected, **TOL)

@@ -49,11 +49,12 @@ def page_paths(site_dir: pathlib.Path) -> list[str]:
 
 
 # What a first visit may transfer in all (uncompressed, as the test server sends it: the page's
-# HTML, theme, styles, fonts, search index, the figures in the first screen). Notebook pages carry
-# their own stylesheet and their outputs' images inline, and get a larger budget.
+# HTML, theme, styles, fonts, the figures in the first screen; the search index only loads when
+# the reader searches). Notebook pages carry their own stylesheet and their outputs' images
+# inline, and get a larger budget.
 PAGE_BUDGET = 1_000_000
-# The largest, trainable_self_attention, transfers 1.46 MB: its 764 KB page (JupyterLab's
-# styles inline, outputs' images), the theme, and the explorers' script and styles (24 KB).
+# The largest, trainable_self_attention: its 764 KB page (JupyterLab's styles inline, outputs'
+# images), the theme, and the explorers' script and styles.
 NOTEBOOK_BUDGET = 1_500_000
 
 
@@ -88,17 +89,17 @@ def transferred(page) -> dict:
     return {url: tuple(entry) for url, entry in page.evaluate(_TRANSFERRED).items()}
 
 
-# A first visit is over once the page has loaded, the search index (fetched by the theme's
-# script after the load) has arrived, and the images in the first screen are in. Waiting for
-# this instead of for half a second without requests ("networkidle") halves a visit.
+# A first visit is over once the page has loaded and the images in the first screen are in.
+# The search index is no part of it: it loads when the reader first uses search
+# (overrides/main.html), and check_first_visit holds that.
 _FIRST_SCREEN_IMAGES_IN = """() => [...document.images]
     .filter(i => i.getClientRects().length && i.getBoundingClientRect().top < innerHeight)
     .every(i => i.complete)"""
+SEARCH_INDEX = "/search/search_index.json"
 
 
 def arrive(page, url: str) -> None:
-    with page.expect_event("requestfinished", lambda r: r.url.endswith("/search/search_index.json")):
-        page.goto(url, wait_until="load")
+    page.goto(url, wait_until="load")
     page.wait_for_function(_FIRST_SCREEN_IMAGES_IN)
 
 
@@ -140,6 +141,8 @@ def check_first_visit(path: str, first_visit: dict, fetched: list, errors: list,
     Every request the browser finished is in the record the budget is counted from."""
     uncounted = sorted({url for url in fetched if not url.startswith("data:")} - set(first_visit))
     assert not uncounted, f"fetched but not counted: {uncounted}"
+    index = [url for url in {*fetched, *first_visit} if url.endswith(SEARCH_INDEX)]
+    assert not index, f"the search index loaded before anyone searched: {index}"
     budget = NOTEBOOK_BUDGET if path.startswith("notebooks/") and path != "notebooks/" else PAGE_BUDGET
     sizes = {url: size for url, (size, _) in first_visit.items()}
     total = sum(sizes.values())
@@ -185,12 +188,14 @@ def check_math_diagrams_and_images(page) -> None:
 
 
 def check_home(page) -> None:
-    """The chapter map is drawn large, code has a copy button, search finds a chapter's word and
-    the palette switch flips light and dark."""
+    """The chapter map is drawn large, code has a copy button, the search index loads when the
+    search box is used and search finds a chapter's word, and the palette switch flips light
+    and dark."""
     heights = diagram_heights(page)
     assert heights and min(heights) > 300, f"the chapter map was not drawn at a readable size: {heights}"
     assert page.locator("button.md-code__button[title='Copy to clipboard']").count() >= 1, "no copy button"
-    page.locator(".md-search__input").first.click()
+    with page.expect_event("requestfinished", lambda r: r.url.endswith(SEARCH_INDEX)):
+        page.locator(".md-search__input").first.click()  # the index loads now, not before
     page.keyboard.type("journey")
     page.wait_for_selector(".md-search-result__item", timeout=15000)
     assert page.locator(".md-search-result__item").count() >= 1, "search found nothing"
@@ -262,11 +267,11 @@ _LINKED = re.compile(r'<link\b[^>]*\brel="(?:stylesheet|icon)"[^>]*\bhref="([^"]
 def static_first_visit(site_dir: pathlib.Path, path: str) -> dict[str, int]:
     """Bytes of what a first visit to a page without figures loads, by file: the page, the
     stylesheets, icon and scripts it links, what the theme's script fetches on every page (the
-    search index, its worker, the sitemap) and, where the page has math, KaTeX's two fonts that
-    every formula uses (a large operator may add a font of a few KB)."""
+    search worker and the sitemap; the index waits for a search) and, where the page has
+    math, KaTeX's two fonts that every formula uses (a large operator may add a few KB)."""
     page = site_dir / path / "index.html"
     html = page.read_text(encoding="utf8")
-    files = {page, site_dir / "search" / "search_index.json", site_dir / "sitemap.xml",
+    files = {page, site_dir / "sitemap.xml",
              *(site_dir / "assets" / "javascripts" / "workers").glob("search.*.min.js")}
     for link, script in _LINKED.findall(html):
         files.add(page.parent / (link or script))
@@ -382,6 +387,7 @@ def test_api_reference_shows_and_links_every_whole_module(built_site):
 
 
 def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
+    """Nor an explorer's digits and labels (its figure is marked data-search-exclude)."""
     import json
     import re
 
@@ -397,7 +403,7 @@ def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
     problems = []
     for doc in docs:
         prose = re.sub(r"<(pre|code)\b.*?</\1>", "", doc["text"], flags=re.DOTALL)
-        for bad in ("¶", "\\(", "\\[", "$"):
+        for bad in ("¶", "\\(", "\\[", "$", "key \u2192"):  # "key →": an explorer's corner
             if bad in prose or bad in doc["title"]:
                 problems.append(f"{doc['location']}: {bad!r}")
         problems += [f"{doc['location']}: diagram source {d!r}" for d in diagrams if d in doc["text"]]

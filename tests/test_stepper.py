@@ -11,7 +11,10 @@ import re
 import pytest
 import torch
 
+from llm_attention_site.explorer import DARK_PAGE_BLUE, ink_classes
 from llm_attention_site.stepper import (
+    DARK_PAGE_ORANGE,
+    ORANGE,
     STRONGEST,
     DecodeStep,
     Stage,
@@ -56,23 +59,31 @@ def test_each_stage_shows_the_numbers_its_table_prints():
 def test_stage_shades_scale_to_the_stage_and_mark_the_sign():
     page = stepper(ROWS, _stages())
     first = re.search(r'<div class="stepper-stage".*?</table>', page).group(0)
-    shades = re.findall(r'<td( class="negative")? style="--w: ([0-9.]+)">([^<]*)<', first)
-    by_text = {text: (bool(negative), float(w)) for negative, w, text in shades}
+    shades = re.findall(r'<td(?: class="([a-z -]*)")? style="--w: ([0-9.]+)">([^<]*)<', first)
+    by_text = {text: ("negative" in names, float(w)) for names, w, text in shades}
     assert by_text["3.00"] == (False, STRONGEST)  # the stage's largest size
     assert by_text["-2.00"] == (True, round(STRONGEST * 2 / 3, 3))
     assert '<td class="masked">\u2212\u221e</td>' in page
 
 
-@pytest.mark.parametrize("colour", [(33, 102, 172), (214, 96, 77)])
-@pytest.mark.parametrize("page, ink", [((255, 255, 255), (0, 0, 0)), ((30, 33, 41), (255, 255, 255))])
-def test_every_stage_shade_keeps_its_text_readable(colour, page, ink):
-    """Black ink on the light page, white on the dark one, over every shade up to the
-    strongest, blue or orange: at least the 4.5:1 WCAG AA asks of small text."""
-    worst = min(
-        _contrast([round(p * (1 - a) + c * a) for p, c in zip(page, colour)], ink)
-        for a in [STRONGEST * k / 100 for k in range(101)]
-    )
+@pytest.mark.parametrize("colour", ["blue", "orange"])
+@pytest.mark.parametrize("dark_page", [False, True])
+def test_every_stage_shade_keeps_its_text_readable(colour, dark_page):
+    """Over every shade up to the strongest, blue or orange: black ink on the light page;
+    on the dark page (its lighter colours) white ink, black from DARK_INK_FROM on, as the
+    cells' classes say. At least the 4.5:1 WCAG AA asks of small text."""
+    colours = {(False, "blue"): (33, 102, 172), (False, "orange"): ORANGE,
+               (True, "blue"): DARK_PAGE_BLUE, (True, "orange"): DARK_PAGE_ORANGE}
+    page = (30, 33, 41) if dark_page else (255, 255, 255)
+    worst = 21.0
+    for a in [STRONGEST * k / 1000 for k in range(1001)]:
+        cell = [round(p * (1 - a) + c * a) for p, c in zip(page, colours[dark_page, colour])]
+        black = not dark_page or "ink-dark-on-slate" in ink_classes(round(a, 3))
+        worst = min(worst, _contrast(cell, (0, 0, 0) if black else (255, 255, 255)))
     assert worst >= 4.5, f"{worst:.2f}:1"
+    page = stepper(ROWS, [Stage("s", "S", torch.tensor([[1.0], [-0.85], [0.5]]), ["x"])])
+    cells = re.findall(r'<td class="([a-z -]*)" style="--w: ([0-9.]+)"|<td style', page)
+    assert cells[:2] == [("ink-dark-on-slate", "0.800"), ("negative ink-dark-on-slate", "0.680")]
 
 
 def test_stepper_refuses_bad_stages():

@@ -181,8 +181,10 @@ def layer_type(values: dict, layer_idx: int) -> str:
             "linear_attention")  # transformers' default pattern
     if family == "mistral":
         return "sliding_attention" if values.get("sliding_window") else "full_attention"
-    if family in ("qwen2", "qwen3") and values.get("use_sliding_window"):
-        windowed = layer_idx >= values.get("max_window_layers", 0)
+    if family in ("qwen2", "qwen3") and values.get("use_sliding_window") and (
+        values.get("sliding_window") is not None
+    ):  # transformers' defaults: no size, no window; windows from layer 28 on
+        windowed = layer_idx >= values.get("max_window_layers", 28)
         return "sliding_attention" if windowed else "full_attention"
     return "full_attention"
 

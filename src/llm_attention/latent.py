@@ -230,7 +230,8 @@ class LatentCache:
 class _SumGradientAcrossProcesses(torch.autograd.Function):
     """The identity going forward; going back, the gradient summed over the processes of
     ``group``. Under tensor parallelism each process's heads give a share of the
-    gradient of what all of them read (the latent, computed whole in each)."""
+    gradient of what all of them read (the latent and the rotary key, computed whole
+    in each)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
@@ -462,13 +463,17 @@ class LatentAttention(nn.Module):
         q_nope, q_rope = queries.split([d_n, self.qk_rope_head_dim], dim=-1)
         q_rope = self.turn(q_rope, start)  # (B, H, T, d_r)
 
-        to_latent = x  # W_kv_down is whole in every process, its gradient split
-        split = getattr(self.W_kv_up.weight, "device_mesh", None)  # tensor parallel
-        if split is not None and torch.is_grad_enabled():
-            to_latent = _SumGradientAcrossProcesses.apply(x, split.get_group())
-        compressed = self.W_kv_down(to_latent)  # (B, T, d_c + d_r)
+        compressed = self.W_kv_down(x)  # (B, T, d_c + d_r)
         latent, rope_key = compressed.split([d_c, self.qk_rope_head_dim], dim=-1)
         latent = self.latent_norm(latent)  # (B, T, d_c)
+        split = getattr(self.W_kv_up.weight, "device_mesh", None)  # tensor parallel
+        if split is not None and torch.is_grad_enabled():
+            # Each process's heads read all of the latent and the rotary key, so each
+            # gives a share of their gradient: summed here, everything before them
+            # (latent_norm, W_kv_down, x) gets the whole gradient in every process.
+            group = split.get_group()
+            latent = _SumGradientAcrossProcesses.apply(latent, group)  # (B, T, d_c)
+            rope_key = _SumGradientAcrossProcesses.apply(rope_key, group)  # (B, T, d_r)
         rope_key = self.turn(rope_key.unsqueeze(1), start).squeeze(1)  # (B, T, d_r)
         if cache is not None:  # held and new tokens: (B, T_k, d_c + d_r)
             entries, padding_mask = cache.append(latent, rope_key, padding_mask)

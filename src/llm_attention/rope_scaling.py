@@ -20,8 +20,9 @@ the slow pairs no further than ``L`` did in training:
   between blend the two smoothly.
 - ``yarn`` (gpt-oss, DeepSeek-V3, long-context Qwen): the same idea with the bounds
   set in turns per ``L`` (``beta_fast``, ``beta_slow``), and an ``attention_factor``
-  (``0.1 ln(factor) + 1``) by which the tables are multiplied, which sharpens the
-  softmax a little to make up for the longer texts.
+  on the tables, ``0.1 ln(factor) + 1`` by default: every score, at every position,
+  times its square (1.81 for gpt-oss). With ``mscale`` and ``mscale_all_dim``, their
+  two factors' ratio (1.0 for DeepSeek-V3, whose scale takes the correction).
 
 ``proportional`` (Gemma 4's global layers) is partial rotary of another kind: the
 first ``int(partial_rotary_factor * d_h // 2)`` pairs of the whole head keep the

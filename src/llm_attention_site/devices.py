@@ -34,17 +34,56 @@ DDP_OPTIONS = dict(
 
 
 # --8<-- [start:plan]
-def tensor_parallel_plan(latent: bool = False) -> dict:
-    """The plan for ``parallelize_module`` that splits an attention layer by heads:
-    each process computes its own heads' queries, keys and values (a block of the rows
-    of each projection, ``ColwiseParallel``) and its share of the output projection's
-    sum (``RowwiseParallel``). ``latent``: LatentAttention's names; its down-projection
-    stays whole, so every process computes the whole latent."""
+# Projections whose rows make the heads: each process takes its own heads' rows.
+SPLIT_BY_HEADS = ("W_query", "W_query_up", "W_key", "W_value", "W_kv_up")
+# Kept whole, applied to each process's own heads: each process gets a share of the
+# gradient, its heads' part, and a training step adds the shares up.
+USED_BY_EACH_HEAD = ("q_norm", "k_norm", "sinks")
+# Kept whole, applied before the split: the split's backward already adds the
+# processes' shares (ColwiseParallel for the query bottleneck, LatentAttention itself
+# for the latent and the rotary key), so every process gets the whole gradient.
+USED_BEFORE_THE_SPLIT = ("W_query_down", "query_norm", "W_kv_down", "latent_norm")
+
+
+def tensor_parallel_plan(module) -> dict:
+    """The plan for ``parallelize_module`` that splits ``module`` by heads, read from
+    its own projections: the ones that make its heads' queries, keys and values get
+    ``ColwiseParallel`` (each process computes a block of their rows: ``W_query``, or
+    ``W_query_up`` behind a query bottleneck; ``W_key`` and ``W_value``, or latent
+    attention's ``W_kv_up``), the output projection ``RowwiseParallel`` (each process
+    its share of the sum). What feeds the heads (a query bottleneck, the latent) stays
+    whole: every process computes all of it."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
-    inputs = ("W_query", "W_kv_up") if latent else ("W_query", "W_key", "W_value")
-    plan = {name: ColwiseParallel() for name in inputs}
+    split = [name for name in SPLIT_BY_HEADS if getattr(module, name, None) is not None]
+    if not {"W_query", "W_query_up"} & set(split) or not hasattr(module, "out_proj"):
+        raise ValueError(
+            f"{type(module).__name__} has no query projection (W_query or W_query_up) "
+            "and out_proj to split by heads"
+        )
+    plan = {name: ColwiseParallel() for name in split}
     return {**plan, "out_proj": RowwiseParallel()}
+
+
+def replicated_gradients_to_sum(module) -> list[str]:
+    """The names of ``module``'s parameters, kept whole by ``tensor_parallel_plan``,
+    whose gradients a training step must sum across the processes (an all-reduce of
+    each ``.grad``) before the optimiser steps: those its heads use after the split
+    (``USED_BY_EACH_HEAD``). The other whole ones already get the whole gradient in
+    every process; summing theirs would multiply it by the number of processes."""
+    plan = tensor_parallel_plan(module)
+    summed = []
+    for name, _ in module.named_parameters():
+        owner = name.split(".")[0]
+        if owner in USED_BY_EACH_HEAD:
+            summed.append(name)
+        elif owner not in plan and owner not in USED_BEFORE_THE_SPLIT:
+            raise ValueError(
+                f"{type(module).__name__}.{name} is neither split by the plan nor "
+                "known to get its gradient whole or in shares: add it to "
+                "USED_BY_EACH_HEAD or USED_BEFORE_THE_SPLIT"
+            )
+    return summed
 # --8<-- [end:plan]
 
 
@@ -66,8 +105,13 @@ def _attention_modules(fast_path: bool):
             32, 32, 16, 0.0, 4, 2, window=6, qk_norm=True, output_gate=True,
             fast_path=fast_path),
         "LatentAttention (4 heads)": LatentAttention(32, 32, 16, 0.0, 4, **latent),
-        "LatentAttention (4 heads, absorbed)": LatentAttention(
+        "LatentAttention (absorbed)": LatentAttention(
             32, 32, 16, 0.0, 4, absorb=True, **latent),
+        # DeepSeek-V3's shape: a bottleneck before the queries too (q_lora_rank)
+        "LatentAttention (q_lora_rank)": LatentAttention(
+            32, 32, 16, 0.0, 4, q_lora_rank=12, **latent),
+        "LatentAttention (q_lora_rank, absorbed)": LatentAttention(
+            32, 32, 16, 0.0, 4, q_lora_rank=12, absorb=True, **latent),
     }
     if not fast_path:  # the fused kernel has no sinks and no soft cap
         modules["ModernAttention (2 kv, sinks, soft cap)"] = ModernAttention(
@@ -116,18 +160,13 @@ def _tensor_parallel(mesh) -> dict:
     target = torch.randn(2, 9, 32, generator=gen)
     for fast_path in (False, True):
         for name, whole in _attention_modules(fast_path).items():
-            plan = tensor_parallel_plan(latent="Latent" in name)
-            split = parallelize_module(copy.deepcopy(whole), mesh, plan)
+            split = parallelize_module(copy.deepcopy(whole), mesh,
+                                       tensor_parallel_plan(whole))
             x_whole, x_split = x.clone().requires_grad_(), x.clone().requires_grad_()
             out_whole, out_split = whole(x_whole), split(x_split)
             (out_whole * target).sum().backward()
             (out_split * target).sum().backward()
-            # Kept whole in every process (QK-norm weights, sinks, the latent's
-            # down-projection and norm), each saw its own heads only: a training
-            # step sums their gradients.
-            for param in split.parameters():
-                if not hasattr(param.grad, "full_tensor"):
-                    dist.all_reduce(param.grad)
+            _sum_shares(split)
             grads = [(_full(p.grad) - q.grad).abs().max().item() for p, q in zip(
                 split.parameters(), whole.parameters())]
             scale = max(q.grad.abs().max().item() for q in whole.parameters())
@@ -141,9 +180,59 @@ def _tensor_parallel(mesh) -> dict:
                 "gradients": max(grads + [_largest(x_split.grad - x_whole.grad)]),
                 "cached decoding": decoded.abs().max().item(),
                 "largest gradient": scale,
-                "query rows here": split.W_query.weight.to_local().shape[0],
                 "heads here": heads[0] if isinstance(heads, tuple) else heads,
             }
+    return found
+
+
+def _sum_shares(split, names=None) -> None:
+    """Sum across the processes the gradients of ``names`` (by default, those
+    ``replicated_gradients_to_sum`` names) of a module split by heads."""
+    parameters = dict(split.named_parameters())
+    for name in replicated_gradients_to_sum(split) if names is None else names:
+        dist.all_reduce(parameters[name].grad)
+
+
+def _tensor_parallel_training(mesh) -> dict:
+    """Two SGD steps of each module split by heads (every process on the same batch,
+    the shares of ``replicated_gradients_to_sum`` summed), against the whole module's
+    two steps; and the same with every whole weight's gradient summed instead."""
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    gen = torch.Generator().manual_seed(4)
+    x, target = (torch.randn(2, 9, 32, generator=gen) for _ in range(2))
+    found = {}
+    for name, whole in _attention_modules(fast_path=False).items():
+        if "absorbed" in name:
+            continue  # the same weights and gradients as the plain way
+        whole_names = [n for n, p in whole.named_parameters()
+                       if n.split(".")[0] not in tensor_parallel_plan(whole)]
+        trained = {}
+        rules = (("summed", None), ("every whole weight summed", whole_names))
+        for rule, names in rules:
+            split = parallelize_module(copy.deepcopy(whole), mesh,
+                                       tensor_parallel_plan(whole))
+            optimiser = torch.optim.SGD(split.parameters(), lr=0.5)
+            for _ in range(2):
+                optimiser.zero_grad()
+                ((split(x) - target) ** 2).mean().backward()
+                _sum_shares(split, names)
+                optimiser.step()
+            trained[rule] = {n: _full(p).detach() for n, p in split.named_parameters()}
+        reference = copy.deepcopy(whole)
+        optimiser = torch.optim.SGD(reference.parameters(), lr=0.5)
+        for _ in range(2):
+            optimiser.zero_grad()
+            ((reference(x) - target) ** 2).mean().backward()
+            optimiser.step()
+        summed = replicated_gradients_to_sum(whole)
+        found[name] = {
+            "summed names": summed,  # their gradients come in shares
+            "whole": [n for n in whole_names if n not in summed],  # theirs come whole
+        }
+        for rule, params in trained.items():  # largest difference from one process
+            found[name][rule] = max(_largest(params[n] - p)
+                                    for n, p in reference.named_parameters())
     return found
 
 
@@ -155,7 +244,7 @@ def _uneven_heads_error(mesh) -> str:
 
     torch.manual_seed(0)
     one_kv_head = GroupedQueryAttention(32, 32, 16, 0.0, 4, 1)
-    module = parallelize_module(one_kv_head, mesh, tensor_parallel_plan())
+    module = parallelize_module(one_kv_head, mesh, tensor_parallel_plan(one_kv_head))
     try:
         module(torch.randn(1, 3, 32))
     except ValueError as error:
@@ -250,6 +339,28 @@ def _ring(rank: int, world: int) -> dict:
     return found
 
 
+def _ring_one_token_each(rank: int, world: int) -> dict:
+    """The smallest split: one token per process, so each process's own block is a
+    single key at its query's own position, which the query must not skip."""
+    from llm_attention.ring_attention import contiguous_positions, ring_attention
+
+    gen = torch.Generator().manual_seed(5)
+    q, k, v, target = (torch.randn(1, 2, world, 4, generator=gen) for _ in range(4))
+    whole = [z.clone().requires_grad_() for z in (q, k, v)]
+    out = torch.nn.functional.scaled_dot_product_attention(*whole, is_causal=True)
+    (out * target).sum().backward()
+    here = contiguous_positions(world, rank, world)
+    mine = [z[:, :, here].clone().requires_grad_() for z in (q, k, v)]
+    ring_out = ring_attention(*mine, here)
+    (ring_out * target[:, :, here]).sum().backward()
+    return {
+        "positions here": here.tolist(),
+        "output": (ring_out - out[:, :, here]).abs().max().item(),
+        "gradients": max((m.grad - w.grad[:, :, here]).abs().max().item()
+                         for m, w in zip(mine, whole)),
+    }
+
+
 def _ddp(rank: int, world: int) -> dict:
     """ModernAttention with every family option the explicit path has, trained under
     DistributedDataParallel, each process on its share of the batch, against one
@@ -295,9 +406,11 @@ def _worker(rank: int, world: int, folder: str) -> None:
         mesh = init_device_mesh("cpu", (world,))
         found = {
             "tensor parallel": _tensor_parallel(mesh),
+            "tensor parallel training": _tensor_parallel_training(mesh),
             "uneven heads": _uneven_heads_error(mesh),
             "fsdp": _fsdp(rank, world, folder),
             "ring": _ring(rank, world),
+            "ring, one token each": _ring_one_token_each(rank, world),
             "ddp": _ddp(rank, world),
         }
         everyone = [None] * world

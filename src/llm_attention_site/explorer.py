@@ -22,8 +22,13 @@ after training, say); choosing a map opens that head in a row explorer below.
 
 ``weight_table(tokens, weights)`` and ``heads_table(tokens, phases, scores, head)``
 print the same numbers as text, with the same formatting, so a page can show them and a
-test can compare. Standalone: torch and the
-standard library.
+test can compare.
+
+Every figure carries ``data-search-exclude``: the site's search (Material's plugin)
+leaves its digits and labels out of the index, as ``hooks/search_clean.py`` leaves out
+listings and printed outputs; the index is part of every page's first visit.
+
+Standalone: torch and the standard library.
 """
 
 from __future__ import annotations
@@ -100,19 +105,32 @@ def weight_table(tokens: Sequence[str], weights: torch.Tensor) -> str:
     return "\n".join(lines)
 
 
-# A cell is rgba(33, 102, 172, w) over the page. On the light page, black text keeps
-# at least 4.5:1 contrast up to w = 0.875 and white text from there on (the two meet
-# near 4.6:1); on the dark page every shade is dark, and the stylesheet makes all text
-# white. The script picks the same ink when the reader switches state.
+# A cell is rgba(33, 102, 172, w) over the light page. There, black text keeps at least
+# 4.5:1 contrast up to w = 0.875 and white text from there on (the two meet near 4.6:1).
+# Over the dark page that blue stays so dark that small weights look alike (0.10 and
+# 0.24 differ by 4 units of lightness), so the cells take a lighter blue there,
+# DARK_PAGE_BLUE (8 units, as on the light page); white text keeps 4.5:1 on it up to
+# w = 0.67 and black text from 0.65, and the ink turns black from DARK_INK_FROM on.
+# The script picks the same inks when the reader switches state.
 LIGHT_INK_FROM = 0.875
+DARK_PAGE_BLUE = (110, 165, 225)
+DARK_INK_FROM = 0.66
+
+
+def ink_classes(value: float) -> list[str]:
+    """The classes that give a cell of shade ``value`` its ink: ``ink-light`` (white
+    on the light page) and ``ink-dark-on-slate`` (black on the dark page)."""
+    starts = {"ink-light": LIGHT_INK_FROM, "ink-dark-on-slate": DARK_INK_FROM}
+    return [name for name, start in starts.items() if value >= start]
 
 
 def _cell(hundredth: int, digits: bool = True) -> str:
     """A cell: its weight as the opacity ``--w`` of its blue (the stylesheet paints
-    ``rgba(33, 102, 172, var(--w, 0))``) and, unless ``digits`` is False (a compact
-    grid, whose readout prints the row), as text."""
+    ``rgba(33, 102, 172, var(--w, 0))``, DARK_PAGE_BLUE on the dark page) and, unless
+    ``digits`` is False (a compact grid, whose readout prints the row), as text."""
     value = hundredth / 100
-    ink = ' class="ink-light"' if value >= LIGHT_INK_FROM else ""
+    classes = ink_classes(value)
+    ink = f' class="{" ".join(classes)}"' if classes else ""
     shade = f' style="--w:{value:.2f}"' if hundredth else ""
     text = f"<span>{value:.2f}</span>" if digits else ""
     return f"<td{ink}{shade}>{text}</td>"
@@ -160,8 +178,10 @@ def attention_explorer(
     kind = " explorer-compact" if compact else ""
     choose = "" if switches else ' data-switches="none"'
     return (
-        f'<figure class="explorer attention-explorer{kind}" data-scale="0..1" '
-        f'data-light-ink-from="{LIGHT_INK_FROM}"{choose} data-explorer="{payload}">'
+        "<figure data-search-exclude "
+        f'class="explorer attention-explorer{kind}" data-scale="0..1" '
+        f'data-light-ink-from="{LIGHT_INK_FROM}" data-dark-ink-from="{DARK_INK_FROM}"'
+        f'{choose} data-explorer="{payload}">'
         '<div class="explorer-grid"><table class="explorer-table">'
         f"<thead><tr>{_corner()}{head}</tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table></div>"
@@ -301,7 +321,8 @@ def heads_explorer(
     ordered = {first: states.pop(first), **states}
     rows = attention_explorer(tokens, ordered, caption=first, switches=False)
     return (
-        f'<figure class="explorer heads-explorer" data-open-layer="{open_head[0]}" '
+        '<figure data-search-exclude class="explorer heads-explorer" '
+        f'data-open-layer="{open_head[0]}" '
         f'data-open-head="{open_head[1]}">{"".join(blocks)}{rows}'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
     )

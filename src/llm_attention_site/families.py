@@ -14,6 +14,8 @@ model module.
 
 from __future__ import annotations
 
+import math
+
 from llm_attention.hf_config import (
     config_dict,
     kv_source_layer,
@@ -457,10 +459,11 @@ def ideas(options: dict) -> list[str]:
         found.append(
             "(1 + w) QK-norm" if options.get("norm_unit_offset") else "QK-norm"
         )
-    if options.get("scale") == 1.0:
+    scale = options.get("scale")
+    if scale == 1.0:
         found.append("score scale 1")
-    elif options.get("scale"):
-        found.append("own score scale")
+    elif scale and not math.isclose(scale, options["head_dim"] ** -0.5):
+        found.append("own score scale")  # not 1 / sqrt(d_h), whatever the field says
     if options.get("softcap"):
         found.append(f"soft cap {options['softcap']:g}")
     if options.get("sinks"):

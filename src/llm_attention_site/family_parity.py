@@ -37,16 +37,16 @@ LLAMA31_ROPE = dict(
     factor=8.0,
     low_freq_factor=1.0,
     high_freq_factor=4.0,
-    original_max_position_embeddings=16,
+    original_max_position_embeddings=32,  # heads of 16: pairs kept, blended, divided
 )
-YARN_ROPE = dict(
+YARN_ROPE = dict(  # a low base: heads of 16 then have pairs kept, ramped and divided
     rope_type="yarn",
-    rope_theta=150000.0,
+    rope_theta=10.0,
     factor=4.0,
     beta_fast=32.0,
     beta_slow=1.0,
     truncate=False,
-    original_max_position_embeddings=16,
+    original_max_position_embeddings=16,  # factor x 16 = max_position_embeddings
 )
 # Family -> the layers compared: a windowed and a full one where the family has both
 LAYERS = {
@@ -63,6 +63,7 @@ def hf() -> SimpleNamespace:
     """The parts of transformers used here, imported once, offline."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import (
+        AutoConfig,
         DynamicCache,
         Gemma2Config,
         Gemma3TextConfig,
@@ -131,6 +132,13 @@ def configs() -> dict:
             t.modeling_qwen3_next.Qwen3NextRotaryEmbedding,
         ),
     }
+
+
+def published_config(values: dict):
+    """The transformers config object of a published ``config.json`` dict (its class
+    found by ``model_type``), for ``ROPE_INIT_FUNCTIONS`` and the reference layers."""
+    fields = {k: v for k, v in values.items() if k != "model_type"}
+    return hf().AutoConfig.for_model(values["model_type"], **fields)
 
 
 @functools.cache

@@ -31,6 +31,7 @@ import torch
 
 from .explorer import (
     COMPACT_FROM,
+    DARK_INK_FROM,
     LIGHT_INK_FROM,
     _cell,
     _check,
@@ -38,11 +39,16 @@ from .explorer import (
     _corner,
     _payload,
     hundredths,
+    ink_classes,
 )
 
 _FMT = "{:.2f}"
 MINUS_INFINITY = "\u2212\u221e"
-STRONGEST = 0.8  # opacity of the largest value of a stage: every shade keeps its ink
+STRONGEST = 0.8  # opacity of the largest value of a stage
+# Below zero: orange, and on the dark page a lighter orange whose inks change where the
+# blue's do (white keeps 4.5:1 up to 0.67, black from 0.66: explorer.DARK_INK_FROM).
+ORANGE = (214, 96, 77)
+DARK_PAGE_ORANGE = (230, 135, 115)
 
 
 class Stage(NamedTuple):
@@ -110,9 +116,10 @@ def stage_tables(rows: Sequence[str], stages: Sequence[Stage]) -> str:
 def _stage_cell(value: float, largest: float) -> str:
     if value == -math.inf:
         return f'<td class="masked">{MINUS_INFINITY}</td>'
-    shade = STRONGEST * abs(value) / largest if largest > 0 else 0.0
-    sign = ' class="negative"' if value < 0 else ""
-    return f'<td{sign} style="--w: {shade:.3f}">{number(value)}</td>'
+    shade = round(STRONGEST * abs(value) / largest, 3) if largest > 0 else 0.0
+    classes = (["negative"] if value < 0 else []) + ink_classes(shade)
+    names = f' class="{" ".join(classes)}"' if classes else ""
+    return f'<td{names} style="--w: {shade:.3f}">{number(value)}</td>'
 
 
 def stepper(
@@ -154,7 +161,8 @@ def stepper(
             "</div>"
         )
     return (
-        f'<figure class="explorer stepper" data-query="{query}">{"".join(blocks)}'
+        '<figure data-search-exclude class="explorer stepper" '
+        f'data-query="{query}">{"".join(blocks)}'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
     )
 
@@ -269,8 +277,9 @@ def decode_explorer(
     )
     kind = " explorer-compact" if compact else ""
     return (
-        f'<figure class="explorer decode-explorer{kind}" '
-        f'data-light-ink-from="{LIGHT_INK_FROM}" data-decode="{payload}">'
+        f'<figure data-search-exclude class="explorer decode-explorer{kind}" '
+        f'data-light-ink-from="{LIGHT_INK_FROM}" data-dark-ink-from="{DARK_INK_FROM}" '
+        f'data-decode="{payload}">'
         '<div class="explorer-grid"><table class="explorer-table decode-table">'
         f"<thead><tr>{_corner()}{head}</tr></thead><tbody>{''.join(body)}</tbody>"
         f'<tfoot><tr><th scope="row">cache</th>{"".join(cache)}</tr></tfoot>'
@@ -415,7 +424,8 @@ def temperature_explorer(
     )
     setting = f"temperature {start[0]:g}, keep {_top_k_name(start[1], len(labels))}"
     return (
-        f'<figure class="explorer temperature-explorer" data-temperature="{payload}">'
+        '<figure data-search-exclude class="explorer temperature-explorer" '
+        f'data-temperature="{payload}">'
         f'<p class="temperature-setting">{html.escape(setting)}</p>'
         '<table class="temperature-table"><thead><tr><th scope="col">next token</th>'
         '<th scope="col">probability</th><th scope="col"><span class="explorer-hidden">'

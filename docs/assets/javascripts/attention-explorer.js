@@ -7,10 +7,14 @@
    - .stepper: one stage of attention at a time (Previous, Next, a slider), one query row
      highlighted in all of them;
    - .decode-explorer: decoding one token at a time, the cache filling row by row;
-   - .temperature-explorer: the next token's probabilities at a temperature and a top-k.
+   - .temperature-explorer: the next token's probabilities at a temperature and a top-k;
+   - .live-explorer: a button that loads the trained tiny GPT and its explorer
+     (tiny-gpt.js, live-explorer.js, the weights), only when the reader asks for them.
    Without the script each figure stays a still table. */
 (function () {
   "use strict";
+
+  var SCRIPTS = document.currentScript ? document.currentScript.src : location.href;
 
   function fmt(n) { return (n / 100).toFixed(2); }
 
@@ -29,10 +33,16 @@
   }
 
   // A cell's colour is its weight, as the opacity of the site's blue (the stylesheet reads
-  // --w); the ink threshold comes from Python (explorer.LIGHT_INK_FROM).
-  function paint(cell, n, lightFrom) {
+  // --w); the inks' thresholds on the light and the dark page come from Python
+  // (explorer.LIGHT_INK_FROM and DARK_INK_FROM, the figure's data-*-ink-from).
+  function paint(cell, n, inks) {
     if (n) cell.style.setProperty("--w", fmt(n)); else cell.style.removeProperty("--w");
-    cell.classList.toggle("ink-light", n / 100 >= lightFrom);
+    cell.classList.toggle("ink-light", n / 100 >= inks.light);
+    cell.classList.toggle("ink-dark-on-slate", n / 100 >= inks.dark);
+  }
+
+  function inksOf(figure) {
+    return {light: parseFloat(figure.dataset.lightInkFrom), dark: parseFloat(figure.dataset.darkInkFrom)};
   }
 
   // Rows chosen by pointing, tapping or the arrow keys: the grid takes the focus as one
@@ -44,7 +54,18 @@
       var row = event.target.closest && event.target.closest("tbody tr");
       if (row && table.contains(row)) choose(row.sectionRowIndex);
     };
-    table.addEventListener("pointerover", pick);
+    // Where the pointer was when a key last chose a row. When the grid redraws under a
+    // pointer at rest, the browser sends pointerover again from the same place: that is
+    // not the reader pointing, and must not undo the key.
+    var pointer = null, restingAt = null;
+    var where = function (event) { return event.clientX + "," + event.clientY; };
+    table.addEventListener("pointermove", function (event) { pointer = where(event); });
+    table.addEventListener("pointerover", function (event) {
+      if (where(event) === restingAt) return;
+      pointer = where(event);
+      restingAt = null;
+      pick(event);
+    });
     table.addEventListener("click", pick);
     table.addEventListener("keydown", function (event) {
       var now = current(), next = {
@@ -53,6 +74,7 @@
       }[event.key];
       if (next === undefined) return;
       event.preventDefault();
+      restingAt = pointer;
       choose(Math.max(0, Math.min(count - 1, next)));
     });
   }
@@ -75,8 +97,13 @@
       slider.value = String(k);
       slider.setAttribute("aria-valuetext", describe(k));
       label.textContent = describe(k);
+      var focused = document.activeElement;
       previous.disabled = k === 0;
       next.disabled = k === count - 1;
+      // A disabled button loses the focus to the page: hand it to the other one, so that a
+      // keyboard reader who pressed Next up to the end stays in the figure.
+      if (focused === next && next.disabled) (previous.disabled ? slider : previous).focus();
+      if (focused === previous && previous.disabled) (next.disabled ? slider : next).focus();
       onChange(k);
     };
     var previous = button(names[0], function () { set(parseInt(slider.value, 10) - 1); });
@@ -108,13 +135,13 @@
   }
 
   // The chosen row's weights, one chip per key: what the grid's cells say, with digits.
-  function chips(readout, title, labels, values, lightFrom) {
+  function chips(readout, title, labels, values, inks) {
     readout.textContent = "";
     readout.appendChild(el("p", "explorer-readout-title", title));
     var list = el("div", "explorer-chips");
     labels.forEach(function (label, j) {
       var chip = el("span", "explorer-chip");
-      paint(chip, values[j], lightFrom);
+      paint(chip, values[j], inks);
       chip.append(el("span", "explorer-key", label), el("span", "explorer-value", fmt(values[j])));
       list.appendChild(chip);
     });
@@ -127,7 +154,7 @@
     if (figure.dataset.ready) return;
     figure.dataset.ready = "1";
     var data = JSON.parse(figure.dataset.explorer);
-    var lightFrom = parseFloat(figure.dataset.lightInkFrom);
+    var inks = inksOf(figure);
     var compact = figure.classList.contains("explorer-compact");
     var names = Object.keys(data.states);
     var state = names[0];
@@ -156,13 +183,13 @@
         for (var j = 0; j < data.tokens.length; j++) {
           var cell = row.cells[j + 1];
           if (!compact) cell.firstChild.textContent = fmt(weights[i][j]);
-          paint(cell, weights[i][j], lightFrom);
+          paint(cell, weights[i][j], inks);
         }
       });
       if (switches) switches.press(names.indexOf(state));
       var where = compact ? " at position " + query : "";
       chips(readout, "Query " + quoted(data.tokens[query]) + where + " attends to (" + state + "):",
-            labels, weights[query], lightFrom);
+            labels, weights[query], inks);
     }
     figure.explorerShow = function (name) { state = name; render(); };
     render();
@@ -206,6 +233,11 @@
     if (figure.dataset.ready) return;
     figure.dataset.ready = "1";
     var stages = Array.prototype.slice.call(figure.querySelectorAll(".stepper-stage"));
+    // The stages share one place, as tall as the tallest (explorer.css): stepping never
+    // moves the text below the figure.
+    var stack = el("div", "stepper-stages");
+    stages[0].insertAdjacentElement("beforebegin", stack);
+    stages.forEach(function (stage) { stack.appendChild(stage); });
     var query = parseInt(figure.dataset.query, 10);
     var count = stages[0].querySelector("tbody").rows.length;
     function highlight() {
@@ -229,39 +261,65 @@
     highlight();
   }
 
+  // Keep box as tall as the tallest of its count views (show(k) draws view k, redraw() puts
+  // the current one back), so that the text below the figure never moves; measured again
+  // whenever the width of watched (an element the box does not resize) changes.
+  function steadyHeight(box, watched, count, show, redraw) {
+    if (typeof ResizeObserver === "undefined") return;
+    var width = -1;
+    new ResizeObserver(function () {
+      if (watched.clientWidth === width) return;
+      width = watched.clientWidth;
+      box.style.minHeight = "";
+      var tallest = 0;
+      for (var k = 0; k < count; k++) {
+        show(k);
+        tallest = Math.max(tallest, box.getBoundingClientRect().height);
+      }
+      box.style.minHeight = tallest + "px";
+      redraw();
+    }).observe(watched);
+  }
+
   var CACHE_MARKS = {held: "\u2022", added: "+", dropped: "\u00d7", empty: ""};
 
   function setupDecode(figure) {
     if (figure.dataset.ready) return;
     figure.dataset.ready = "1";
     var data = JSON.parse(figure.dataset.decode);
-    var lightFrom = parseFloat(figure.dataset.lightInkFrom);
+    var inks = inksOf(figure);
     var compact = figure.classList.contains("explorer-compact");
     var table = figure.querySelector("table");
     var rows = table.tBodies[0].rows;
     var cache = table.tFoot.rows[0].cells;
     var status = figure.querySelector(".decode-status");
+    // Under the grid (nothing above it moves), the step's words and the chosen row's weights.
+    var below = el("div", "decode-below");
+    status.insertAdjacentElement("beforebegin", below);
     var readout = el("div", "explorer-readout");
     readout.setAttribute("aria-live", "polite");
-    status.insertAdjacentElement("afterend", readout);  // below the grid: nothing above it moves
+    below.append(status, readout);
     var steps = data.steps;
     var n = steps.length;
     var T = data.tokens.length;
 
-    function render(k) {
+    // Step k, with the query row shown: the step's newest query, or at the first step (the
+    // prompt, computed all at once) any row of the prompt.
+    function render(k, query) {
       var last = steps[k][0], readsFrom = steps[k][1], holdsFrom = steps[k][2], bytes = steps[k][3];
+      if (query === undefined || k > 0 || query > last) query = last;
       for (var i = 0; i < T; i++) {
-        rows[i].classList.toggle("explorer-selected", i === last);
+        rows[i].classList.toggle("explorer-selected", i === query);
         rows[i].classList.toggle("decode-future", i > last);
         for (var j = 0; j < T; j++) {
           var cell = rows[i].cells[j + 1];
           if (i <= last) {
             if (!compact) cell.innerHTML = "<span>" + fmt(data.weights[i][j]) + "</span>";
-            paint(cell, data.weights[i][j], lightFrom);
+            paint(cell, data.weights[i][j], inks);
           } else {
             cell.textContent = "";
             cell.style.removeProperty("--w");
-            cell.classList.remove("ink-light");
+            cell.classList.remove("ink-light", "ink-dark-on-slate");
           }
         }
       }
@@ -272,28 +330,41 @@
         cache[c + 1].textContent = CACHE_MARKS[kind];
       }
       var held = last + 1 - holdsFrom;
-      status.textContent = "Step " + (k + 1) + " of " + n +
-        (k === 0 && last > 0 ? " (the prompt, all at once)" : "") + ": the query at position " +
-        last + " (" + quoted(data.tokens[last]) + ") reads keys " + readsFrom + " to " + last +
-        "; the cache holds " + held + (held === 1 ? " row, " : " rows, ") +
+      var holds = "; the cache holds " + held + (held === 1 ? " row, " : " rows, ") +
         bytes.toLocaleString("en-US") + " bytes.";
-      var labels = [], values = [];
-      for (var key = readsFrom; key <= last; key++) {
-        labels.push(key + "\u00b7" + data.tokens[key]);
-        values.push(data.weights[last][key]);
+      var from = readsFrom;
+      if (query === last) {
+        status.textContent = "Step " + (k + 1) + " of " + n +
+          (k === 0 && last > 0 ? " (the prompt, all at once)" : "") + ": the query at position " +
+          last + " (" + quoted(data.tokens[last]) + ") reads keys " + readsFrom + " to " + last + holds;
+      } else {  // a row of the prompt: its weights over every key up to it
+        from = 0;
+        status.textContent = "Step 1 of " + n + " (the prompt, all at once): the prompt's query at " +
+          "position " + query + " (" + quoted(data.tokens[query]) + "), computed with the others" + holds;
       }
-      chips(readout, "Query " + quoted(data.tokens[last]) + " at position " + last + " reads:",
-            labels, values, lightFrom);
+      var labels = [], values = [];
+      for (var key = from; key <= query; key++) {
+        labels.push(key + "\u00b7" + data.tokens[key]);
+        values.push(data.weights[query][key]);
+      }
+      chips(readout, "Query " + quoted(data.tokens[query]) + " at position " + query + " reads:",
+            labels, values, inks);
     }
-    var current = 0;
+    var current = 0, query;
     var set = stepControls(figure, n, function (k) { return "Step " + (k + 1) + " of " + n; },
-                           function (k) { current = k; render(k); }, 0, true);
-    // Pointing at a row (or the arrow keys on the grid) goes to the step that computed it.
+                           function (k) { current = k; query = undefined; render(k); }, 0, true);
+    // Pointing at a row (or the arrow keys on the grid) goes to the step that computed it; a row
+    // of the prompt shows at the first step.
     rowChooser(table, T, "Decoding", function (i) {
       var k = 0;
       while (k < n - 1 && steps[k][0] < i) k++;
       if (k !== current) set(k);
-    }, function () { return steps[current][0]; });
+      if (k === 0 && i !== query) { query = i; render(0, i); }
+    }, function () { return query === undefined ? steps[current][0] : query; });
+    var prompt = steps[0][0];  // the prompt's rows before its last: views of their own
+    steadyHeight(below, figure.querySelector(".explorer-grid"), n + prompt, function (v) {
+      if (v < n) render(v); else render(0, v - n);
+    }, function () { render(current, query); });
   }
 
   function setupTemperature(figure) {
@@ -321,6 +392,43 @@
     set(t);
   }
 
+  // The live explorer's script, styles and model load when the reader asks for them.
+  function load(name) {
+    return new Promise(function (resolve, reject) {
+      var css = /css$/.test(name), e = document.createElement(css ? "link" : "script");
+      if (css) e.rel = "stylesheet";
+      e[css ? "href" : "src"] = new URL(name, SCRIPTS).href;
+      e.onload = resolve;
+      e.onerror = function () { reject(new Error(name + " did not load")); };
+      document.head.appendChild(e);
+    });
+  }
+
+  function setupLive(figure) {
+    if (figure.dataset.ready) return;
+    figure.dataset.ready = "1";
+    var data = JSON.parse(figure.dataset.live);
+    var size = " (" + Math.round(data.bytes / 1000) + " KB)";
+    var open = button("Run the model in this page" + size, function () {
+      open.disabled = true;
+      open.textContent = "Loading the model" + size;
+      (window.liveExplorer ? Promise.resolve() : Promise.all([
+        load("../stylesheets/live-explorer.css"),
+        load("tiny-gpt.js").then(function () { return load("live-explorer.js"); })
+      ])).then(function () {
+        return window.liveExplorer(figure, data, {el: el, button: button, paint: paint, inksOf: inksOf,
+                                                  switchBar: switchBar, stepControls: stepControls});
+      }).then(function () {
+        open.remove();
+      }, function (error) {
+        open.disabled = false;
+        open.textContent = "The model did not load (" + error.message + "): try again";
+      });
+    });
+    open.classList.add("live-open");
+    figure.prepend(open);
+  }
+
   function start() {
     // The heads explorer first: it sets up the row explorer inside it.
     document.querySelectorAll(".heads-explorer").forEach(setupHeads);
@@ -328,6 +436,7 @@
     document.querySelectorAll(".stepper").forEach(setupStepper);
     document.querySelectorAll(".decode-explorer[data-decode]").forEach(setupDecode);
     document.querySelectorAll(".temperature-explorer[data-temperature]").forEach(setupTemperature);
+    document.querySelectorAll(".live-explorer[data-live]").forEach(setupLive);
   }
 
   if (typeof document$ !== "undefined") {
