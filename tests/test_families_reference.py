@@ -131,6 +131,20 @@ def test_stretched_speeds_equal_transformers_at_the_published_sizes(name):
     assert got_factor == pytest.approx(factor, rel=1e-12)
 
 
+def test_reading_a_published_config_leaves_it_unchanged():
+    """transformers adds rope_theta to the rope_scaling dict it is given; the published
+    dict that pages and other tests read must not change with it."""
+    import copy
+
+    from llm_attention_site.families import PUBLISHED
+    from llm_attention_site.family_parity import published_config
+
+    values = PUBLISHED["gpt-oss-120b"][1]
+    before = copy.deepcopy(values)
+    published_config(values)
+    assert values == before
+
+
 def test_yarn_attention_factor_with_mscale_and_mscale_all_dim_that_differ():
     """The factor is the ratio of two: mscale's on top, mscale_all_dim's below (every
     published config has them equal, which hides a swap)."""

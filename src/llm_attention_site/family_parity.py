@@ -14,6 +14,7 @@ print ``max_differences``. Not a model module: it needs transformers.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 from types import SimpleNamespace
@@ -136,8 +137,10 @@ def configs() -> dict:
 
 def published_config(values: dict):
     """The transformers config object of a published ``config.json`` dict (its class
-    found by ``model_type``), for ``ROPE_INIT_FUNCTIONS`` and the reference layers."""
-    fields = {k: v for k, v in values.items() if k != "model_type"}
+    found by ``model_type``), for ``ROPE_INIT_FUNCTIONS`` and the reference layers.
+    The fields are copied: transformers writes ``rope_theta`` into the ``rope_scaling``
+    dict it is given, which would change the published dict for every later reader."""
+    fields = copy.deepcopy({k: v for k, v in values.items() if k != "model_type"})
     return hf().AutoConfig.for_model(values["model_type"], **fields)
 
 
