@@ -212,6 +212,20 @@ LLAMA31 = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_fa
                original_max_position_embeddings=8192)
 
 
+def test_llama3_with_equal_band_factors_switches_without_a_blend():
+    """low_freq_factor == high_freq_factor (the bounds meet): every pair is kept or
+    divided, none blended, and nothing divides by zero; a high bound below the low one
+    is refused."""
+    plain, _ = rope_frequencies(128, 500000.0)
+    scaled, _ = rope_frequencies(128, 500000.0, **{**LLAMA31, "factor": 16.0,
+                                                   "high_freq_factor": 1.0})
+    slow = 2 * torch.pi / plain > 8192
+    assert slow.any() and (~slow).any() and torch.isfinite(scaled).all()
+    torch.testing.assert_close(scaled, torch.where(slow, plain / 16, plain))
+    with pytest.raises(ValueError, match="high_freq_factor must be at least low_freq"):
+        rope_frequencies(128, 500000.0, **{**LLAMA31, "high_freq_factor": 0.5})
+
+
 def test_yarn_attention_factor_and_partial_rotary():
     _, factor = rope_frequencies(64, 150000.0, rope_type="yarn", factor=32.0,
                                  original_max_position_embeddings=4096, truncate=False)
