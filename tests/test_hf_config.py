@@ -189,6 +189,8 @@ def test_fast_path_is_refused_where_the_kernel_cannot_follow():
          "value_norm, values_from_keys and chunk_size belong to that layer"),
         (dict(rope_scaling=dict(rope_type="proportional", factor=0.0)), ValueError,
          "factor must be a positive number"),
+        (dict(rope_interleave=True, partial_rotary_factor=0.5), ValueError,
+         "partial_rotary_factor=0.5 only part of it turns: not implemented"),
     ],
 )
 def test_option_errors(kwargs, error, message):
