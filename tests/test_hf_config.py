@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from llm_attention.hf_config import kv_source_layer, modern_attention_options
+from llm_attention.hf_config import kv_source_layer, layer_type, modern_attention_options
 from llm_attention.modern import ModernAttention
 from llm_attention.rope_scaling import rope_frequencies, rotary_dim
 from llm_attention_site.families import PUBLISHED, family_row
@@ -93,6 +93,15 @@ def test_gemma4_e2b_shares_the_keys_of_its_last_own_layers():
     assert (owner["num_kv_heads"], owner["head_dim"]) == (1, 512)  # no keys as values here
     assert not owner["values_from_keys"]
     assert family_row("Gemma 4 E2B")["sharing_layers"] == 20
+
+
+def test_gemma4_last_layer_is_full_as_transformers_makes_it():
+    """transformers turns a Gemma 4 config's last layer into a full one whatever its
+    layer_types say; a config.json read here does the same."""
+    text = dict(PUBLISHED["Gemma 4 31B"][1]["text_config"], num_hidden_layers=3,
+                layer_types=["sliding_attention"] * 3)
+    kinds = [layer_type(text, i) for i in range(3)]
+    assert kinds == ["sliding_attention"] * 2 + ["full_attention"]
 
 
 @pytest.mark.parametrize("name", list(PUBLISHED))
