@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from llm_attention.hf_config import kv_source_layer, modern_attention_options
+from llm_attention.hf_config import kv_source_layer, layer_type, modern_attention_options
 from llm_attention.modern import ModernAttention
 from llm_attention.rope_scaling import rope_frequencies, rotary_dim
 from llm_attention_site.families import PUBLISHED, family_row
@@ -102,6 +102,15 @@ def test_gemma4_e2b_shares_the_keys_of_its_last_own_layers():
     assert (owner["num_kv_heads"], owner["head_dim"]) == (1, 512)  # no keys as values here
     assert not owner["values_from_keys"]
     assert family_row("Gemma 4 E2B")["sharing_layers"] == 20
+
+
+def test_gemma4_last_layer_is_full_as_transformers_makes_it():
+    """transformers turns a Gemma 4 config's last layer into a full one whatever its
+    layer_types say; a config.json read here does the same."""
+    text = dict(PUBLISHED["Gemma 4 31B"][1]["text_config"], num_hidden_layers=3,
+                layer_types=["sliding_attention"] * 3)
+    kinds = [layer_type(text, i) for i in range(3)]
+    assert kinds == ["sliding_attention"] * 2 + ["full_attention"]
 
 
 @pytest.mark.parametrize("name", list(PUBLISHED))
@@ -198,6 +207,8 @@ def test_fast_path_is_refused_where_the_kernel_cannot_follow():
          "value_norm, values_from_keys and chunk_size belong to that layer"),
         (dict(rope_scaling=dict(rope_type="proportional", factor=0.0)), ValueError,
          "factor must be a positive number"),
+        (dict(rope_interleave=True, partial_rotary_factor=0.5), ValueError,
+         "partial_rotary_factor=0.5 only part of it turns: not implemented"),
     ],
 )
 def test_option_errors(kwargs, error, message):
@@ -219,6 +230,20 @@ def test_llama3_keeps_fast_pairs_and_divides_slow_ones():
 
 LLAMA31 = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                original_max_position_embeddings=8192)
+
+
+def test_llama3_with_equal_band_factors_switches_without_a_blend():
+    """low_freq_factor == high_freq_factor (the bounds meet): every pair is kept or
+    divided, none blended, and nothing divides by zero; a high bound below the low one
+    is refused."""
+    plain, _ = rope_frequencies(128, 500000.0)
+    scaled, _ = rope_frequencies(128, 500000.0, **{**LLAMA31, "factor": 16.0,
+                                                   "high_freq_factor": 1.0})
+    slow = 2 * torch.pi / plain > 8192
+    assert slow.any() and (~slow).any() and torch.isfinite(scaled).all()
+    torch.testing.assert_close(scaled, torch.where(slow, plain / 16, plain))
+    with pytest.raises(ValueError, match="high_freq_factor must be at least low_freq"):
+        rope_frequencies(128, 500000.0, **{**LLAMA31, "high_freq_factor": 0.5})
 
 
 def test_yarn_attention_factor_and_partial_rotary():

@@ -134,6 +134,20 @@ def test_proportional_angles_equal_transformers():
             assert got.shape == (16,) and (got[:4] > 0).all() and (got[4:] == 0).all()
 
 
+def test_llama3_angles_with_equal_band_factors_equal_transformers():
+    """Llama 4 configs may set low_freq_factor == high_freq_factor (no blended band):
+    transformers accepts them, and so do we, with its speeds."""
+    rope = dict(rope_type="llama3", rope_theta=500000.0, factor=16.0, low_freq_factor=1.0,
+                high_freq_factor=1.0, original_max_position_embeddings=8192)
+    config = hf().Llama4TextConfig(head_dim=128, rope_parameters=dict(rope),
+                                   max_position_embeddings=2**20)
+    expected, _ = hf().ROPE_INIT_FUNCTIONS["llama3"](config, None)
+    got, _ = rope_frequencies(128, rope.pop("rope_theta"), **rope)
+    torch.testing.assert_close(got, expected)
+    layer = ModernAttention.from_hf_config(config.to_dict(), 0, context_length=16)
+    assert layer.rope is not None
+
+
 def test_the_pages_differences_are_those_of_the_tests():
     """The page prints max_differences: every case within the tolerance, on both paths."""
     found = {(f, i): max_differences(f, i) for f, i in CASES}

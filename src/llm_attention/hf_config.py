@@ -24,8 +24,9 @@ family           what differs from Llama
                  rotary, then one full layer without positions, its queries
                  temperature-tuned (``llama4``: its ``text_config``)
 ``smollm3``      every fourth layer without positions
-``gemma4_text``  score scale 1, QK-norm and a weightless norm on values, five
-                 windowed layers per full one; full layers with wider heads,
+``gemma4_text``  score scale 1, QK-norm and a weightless norm on values, windowed
+                 and full layers (five to one in 31B, four to one in E2B; the
+                 last layer full); full layers with wider heads,
                  proportional rotary on a quarter of each head and (some sizes)
                  keys as values; the last layers reuse earlier layers' keys and
                  values (``gemma4``: its ``text_config``)
@@ -150,7 +151,10 @@ def layer_type(values: dict, layer_idx: int) -> str:
             f"layer_idx={layer_idx} is beyond the config's {num_layers} layers"
         )
     if values.get("layer_types"):
-        return values["layer_types"][layer_idx]
+        kinds = values["layer_types"]
+        if family == "gemma4_text" and layer_idx == len(kinds) - 1:
+            return "full_attention"  # transformers makes Gemma 4's last layer full
+        return kinds[layer_idx]
     position = layer_idx + 1
     if family == "llama4_text":  # the layers with positions are the chunked ones
         return "chunked_attention" if uses_rope(values, layer_idx) else "full_attention"

@@ -9,7 +9,7 @@ to, ``d_h`` one head's width.
 In Gemma 4's smaller models the last ``num_kv_shared_layers`` layers have no key and
 value projections. Each reads the keys and values of the last earlier layer of its
 own kind (windowed or full), as that layer attended to them in the same step. Only the
-earlier layers hold a cache, so the cache shrinks by the fraction of layers that share.
+earlier layers hold a cache: what the sharing layers would have held is saved.
 
 ``SharedKV`` hands them over. The owning layer gets it as its cache; it appends to the
 cache it wraps (a ``KVCache``, a ``RollingKVCache``, or none for a prefill) and keeps

@@ -229,6 +229,7 @@ class ModernAttention(nn.Module):
             positionless layers: ``(8192, 0.1)``).
         rope_interleave: the checkpoint's rotary pairs are neighbours
             ``(2i, 2i + 1)`` (Llama 4); queries and keys are reordered into halves.
+            Not with a ``partial_rotary_factor`` below 1 (refused).
         qk_norm_weight: False: the QK-norm has no weights (Llama 4's).
         value_norm: a weightless RMSNorm over each value head (Gemma 4).
         values_from_keys: no ``W_value``: each value head is the key projection's
@@ -325,6 +326,13 @@ class ModernAttention(nn.Module):
             raise ValueError(
                 "rope_scaling must be None or a dict with a 'rope_type' and its "
                 f"parameters, got {rope_scaling!r}"
+            )
+        whole_head = (rope_scaling or {}).get("rope_type") == "proportional"
+        if rope_interleave and partial_rotary_factor != 1 and not whole_head:
+            raise ValueError(  # neighbours within the turned part are not reordered
+                "rope_interleave=True reorders the pairs of the whole head; with "
+                f"partial_rotary_factor={partial_rotary_factor} only part of it turns:"
+                " not implemented"
             )
         super().__init__()
         self.context_length = context_length

@@ -100,8 +100,8 @@ def llama3_frequencies(
     slow = wavelength > length / low_freq_factor  # never a full turn in training
     fast = wavelength < length / high_freq_factor  # many turns in training
     # 0 at the slow bound, 1 at the fast bound: how much of the original speed to keep
-    span = high_freq_factor - low_freq_factor
-    keep = (length / wavelength - low_freq_factor) / span
+    span = high_freq_factor - low_freq_factor  # 0: the bounds meet, nothing to blend
+    keep = (length / wavelength - low_freq_factor) / span if span else 1.0
     blended = (1 - keep) * inv_freq / factor + keep * inv_freq  # (d_rot / 2,)
     scaled = torch.where(slow, inv_freq / factor, blended)  # (d_rot / 2,)
     return torch.where(fast, inv_freq, scaled)  # (d_rot / 2,)
@@ -228,9 +228,9 @@ def rope_frequencies(
     if rope_type == "linear":
         return inv_freq / p["factor"], 1.0
     if rope_type == "llama3":
-        if not p["high_freq_factor"] > p["low_freq_factor"]:
+        if p["high_freq_factor"] < p["low_freq_factor"]:
             raise ValueError(
-                "high_freq_factor must be greater than low_freq_factor, got "
+                "high_freq_factor must be at least low_freq_factor, got "
                 f"{p['high_freq_factor']} and {p['low_freq_factor']}"
             )
         return llama3_frequencies(inv_freq, **p), 1.0

@@ -4,7 +4,10 @@
 
 ``PUBLISHED`` holds, for one model of each family, the fields of its ``config.json``
 that its attention reads, copied from the file named beside it (on the Hugging Face
-Hub; the values are the published ones, the field names those of the file).
+Hub; the values are the published ones, the field names those of the file). Gemma 4's
+were read from copies of Google's files that others published in their own
+repositories (several, which agree), not from Google's files themselves: the source
+says so.
 ``family_row`` reads each through ``hf_config.modern_attention_options``, layer by
 layer, the way ``ModernAttention.from_hf_config`` does, and derives what the combined
 page's table shows: nothing in it is typed by hand. ``latent_row`` does the same for
@@ -237,7 +240,7 @@ PUBLISHED.update({
         ),
     ),
     "Gemma 4 31B": (
-        "google/gemma-4-31B-it/config.json (text_config)",
+        "google/gemma-4-31B-it/config.json (text_config), as copied by others",
         dict(
             model_type="gemma4",
             text_config=dict(
@@ -261,7 +264,7 @@ PUBLISHED.update({
         ),
     ),
     "Gemma 4 E2B": (
-        "google/gemma-4-E2B-it/config.json (text_config)",
+        "google/gemma-4-E2B-it/config.json (text_config), as copied by others",
         dict(
             model_type="gemma4",
             text_config=dict(
@@ -286,7 +289,7 @@ PUBLISHED.update({
     ),
 })
 
-BYTES_PER_NUMBER = 2  # bfloat16, as the checkpoints are published
+BYTES_PER_NUMBER = 2  # bfloat16, as most of these checkpoints are published
 
 # Latent attention (latent.py): the fields of DeepSeek-V3's config.json it reads
 DEEPSEEK_V3 = (
@@ -447,8 +450,9 @@ def hybrid_memory(name: str) -> tuple[int, int, int, int]:
 def ideas(options: dict) -> list[str]:
     """The options of a layer that differ from plain grouped-query attention."""
     found = []
-    rope_type = (options.get("rope_scaling") or {}).get("rope_type")
-    partial = options.get("partial_rotary_factor", 1.0)
+    turns = not options.get("nope")  # a layer without positions has no angles
+    rope_type = turns and (options.get("rope_scaling") or {}).get("rope_type")
+    partial = options.get("partial_rotary_factor", 1.0) if turns else 1.0
     if rope_type == "proportional":  # a share of the pairs, spread over the head
         found.append(f"proportional angles on {partial:g} of the pairs")
     elif rope_type:
