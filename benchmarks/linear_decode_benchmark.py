@@ -13,8 +13,9 @@ published config (``llm_attention_site.families.HYBRIDS``) by ``layer_from_hf``:
 
 For each number of tokens held (1,024 to 32,768) the KV cache is filled with random numbers
 (what they hold does not change the time) and the state likewise; then one new token is
-decoded, the two in turns (``common.time_in_turns``), median and interquartile range kept.
-After each call the caches are put back as they were.
+decoded, every setting at every length in turns (``common.time_in_turns``), so that a burst
+of other work slows all of them alike; median and interquartile range kept. After each call
+the caches are put back as they were.
 
 Bytes a step must read: every weight once, and every cached number once (the KV cache) or the
 state and window once. Divided by the time, the bandwidth the step achieved; the run measures
@@ -23,7 +24,11 @@ the machine's own on one thread (a copy and a sum over 1 GiB; the larger is the 
 Prefill: the gated delta rule alone at Qwen3-Next's 32 heads of 128 x 128, on 4,096 tokens:
 ``delta_rule.chunked`` (chunks of 64) against the token loop, the decoding step
 (``delta_rule.step_in_place``, no allocation per token) once per token; the layer's
-projections, the same for both, are left out.
+projections, the same for both, are left out. In turns with them: how fast one thread
+multiplies matrices of the chunked form's shapes (32 products of a ``64 x 128`` by a
+``128 x 128`` matrix, its products with the state); and a profile of one chunked call (the
+share of its time in matrix products). The page divides the chunked form's arithmetic by
+that speed: about the most it could gain over the loop on this machine.
 
 Goals: Gated DeltaNet's decode time flat in the context (at 32,768 tokens at most 1.2 times
 that at 1,024); faster than grouped-query decoding at every length from the one where the
@@ -64,11 +69,12 @@ SETTINGS = ("gdn", "gqa")
 LABELS = {"gdn": "Gated DeltaNet", "gqa": "grouped-query attention"}
 MODEL = "Qwen3-Next 80B-A3B"
 FULL = dict(held=[1024, 2048, 4096, 8192, 16384, 32768], prefill_tokens=4096, chunk_size=64,
-            rounds=5, min_run_time=0.3, prefill_rounds=3, bandwidth_mib=1024, shrink=1)
+            rounds=9, min_run_time=0.3, prefill_rounds=5, bandwidth_mib=1024, shrink=1)
 # --quick: the same layers with every width divided by 16, a few short lengths
 QUICK = dict(held=[64, 128], prefill_tokens=96, chunk_size=16, rounds=1, min_run_time=0.001,
              prefill_rounds=1, bandwidth_mib=16, shrink=16)
 BYTES = 4  # float32
+MATMUL_OPS = ("aten::bmm", "aten::mm", "aten::addmm", "aten::baddbmm")  # in a profile
 
 
 def layer_config(shrink: int) -> dict:
@@ -129,23 +135,31 @@ def decode_step(layer, cache, x, held):
 
 
 def run_decode(config: dict, model: dict) -> dict:
+    """Every (setting, length) decoding step, all timed in one set of turns: a burst of
+    other work on a shared machine then slows every length alike, so that comparing
+    lengths (is the state's step flat?) is as fair as comparing settings."""
     context_length = max(config["held"]) + 1
     layers = {s: build(s, model, context_length).eval() for s in SETTINGS}
     x = torch.randn(1, 1, model["hidden_size"])  # (B, T, d_in): the new token
-    rows, profiles = [], {}
+    caches, steps = {}, {}
     for i, held in enumerate(config["held"], 1):
-        print(f"[{i}/{len(config['held'])}] {held} tokens held", file=sys.stderr, flush=True)
-        caches = {s: filled_cache(layers[s], held) for s in SETTINGS}
-        steps = {s: decode_step(layers[s], caches[s], x, held) for s in SETTINGS}
-        timings = time_in_turns(steps, config["rounds"], config["min_run_time"])
+        print(f"[{i}/{len(config['held'])}] caches for {held} tokens held", file=sys.stderr,
+              flush=True)
         for s in SETTINGS:
-            held_bytes = cache_bytes(layers[s], caches[s], held)
+            caches[s, held] = filled_cache(layers[s], held)
+            steps[f"{s}@{held}"] = decode_step(layers[s], caches[s, held], x, held)
+    print("decoding, every length in turns", file=sys.stderr, flush=True)
+    timings = time_in_turns(steps, config["rounds"], config["min_run_time"])
+    rows = []
+    for held in config["held"]:
+        for s in SETTINGS:
+            held_bytes = cache_bytes(layers[s], caches[s, held], held)
             rows.append({"setting": s, "held": held, "cache_bytes": held_bytes,
                          "weight_bytes": weight_bytes(layers[s]),
-                         "bytes_read": weight_bytes(layers[s]) + held_bytes, **timings[s]})
-        if held == max(config["held"]):
-            profiles = {s: profile_step(steps[s]) for s in SETTINGS}
-        del caches, steps
+                         "bytes_read": weight_bytes(layers[s]) + held_bytes,
+                         **timings[f"{s}@{held}"]})
+    last = max(config["held"])
+    profiles = {s: profile_step(steps[f"{s}@{last}"]) for s in SETTINGS}
     return {"rows": rows, "profiles": profiles}
 
 
@@ -166,10 +180,16 @@ def run_prefill(config: dict, model: dict) -> dict:
         outputs = [step_in_place(*(x[:, :, t] for x in args), state) for t in range(n)]
         return torch.stack(outputs, dim=2), state  # (B, H, T, d_v), (B, H, d_k, d_v)
 
+    size = config["chunk_size"]
+    gen = torch.Generator().manual_seed(1)
+    rows = torch.randn(heads, size, d_k, generator=gen)  # (H, C, d_k)
+    state = torch.randn(heads, d_k, d_v, generator=gen)  # (H, d_k, d_v)
     with torch.no_grad():
-        gap = (chunked(*args, chunk_size=config["chunk_size"])[0] - token_loop()[0])
-        runs = {"chunked": lambda: chunked(*args, chunk_size=config["chunk_size"]),
-                "recurrent": token_loop}
+        gap = (chunked(*args, chunk_size=size)[0] - token_loop()[0])
+        runs = {"chunked": lambda: chunked(*args, chunk_size=size),
+                "recurrent": token_loop,
+                # the chunked form's products with the state, at its shapes
+                "matmul": lambda: torch.bmm(rows, state)}  # (H, C, d_v)
 
         def timed(run):
             def call():
@@ -177,10 +197,17 @@ def run_prefill(config: dict, model: dict) -> dict:
                     run()
             return call
 
+        # in turns: a burst of other work on a shared machine slows all three alike
         timings = time_in_turns({name: timed(run) for name, run in runs.items()},
                                 config["prefill_rounds"], config["min_run_time"])
-    return {"tokens": n, "chunk_size": config["chunk_size"], "heads": heads,
-            "max_difference": gap.abs().max().item(), **timings}
+        profile = profile_step(runs["chunked"], top=8)
+    matmul = timings.pop("matmul")
+    flops = 2 * heads * size * d_k * d_v  # one multiply and one add per product term
+    return {"tokens": n, "chunk_size": size, "heads": heads,
+            "max_difference": gap.abs().max().item(), **timings,
+            "chunked_profile": profile,
+            "matmul": {"shape": [heads, size, d_k, d_v], **matmul,
+                       "flops_per_s": flops / matmul["median_s"]}}
 
 
 def crossings(report: dict) -> dict:
@@ -210,6 +237,8 @@ def ratios(report: dict) -> dict:
     faster = [h for h in held if speedups[h] > 1]
     prefill = report["prefill"]
     prefill_speedup = prefill["recurrent"]["median_s"] / prefill["chunked"]["median_s"]
+    matmul_share = sum(op["share"] for op in prefill["chunked_profile"]
+                       if op["op"] in MATMUL_OPS)
     return {
         "bandwidth_limit_bytes_per_s": limit,
         "fraction_of_bandwidth": fractions,
@@ -219,6 +248,7 @@ def ratios(report: dict) -> dict:
         "measured_lengths_beyond_crossing": beyond,
         "first_measured_length_gdn_faster": min(faster) if faster else None,
         "chunked_speedup_over_token_loop": prefill_speedup,
+        "chunked_share_in_matrix_products": matmul_share,
         "goals": {
             "gdn_decode_flat_within_1.2": flat <= 1.2,
             "gdn_faster_beyond_crossing": bool(beyond) and all(speedups[h] > 1
@@ -277,7 +307,9 @@ def main(argv=None) -> None:
         print(s, ", ".join(f"{o['op']} {o['share']:.0%}" for o in ops))
     print(f"prefill of {prefill['tokens']} tokens: chunked "
           f"{prefill['chunked']['median_s']:.3f} s, token loop "
-          f"{prefill['recurrent']['median_s']:.3f} s")
+          f"{prefill['recurrent']['median_s']:.3f} s; matrix products of the chunk's "
+          f"shapes at {prefill['matmul']['flops_per_s'] / 1e9:.1f} GFLOP/s, "
+          f"{r['chunked_share_in_matrix_products']:.0%} of the chunked form's time")
     print(json.dumps({k: v for k, v in r.items() if k != "fraction_of_bandwidth"}, indent=1))
 
 

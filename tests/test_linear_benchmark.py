@@ -28,6 +28,8 @@ def test_quick_run_writes_results_and_plot(tmp_path, capsys):
     assert {r["setting"] for r in report["results"]} == set(SETTINGS)
     assert all(r["median_s"] > 0 for r in report["results"])
     assert report["prefill"]["max_difference"] < 1e-4  # the two forms agree
+    assert report["prefill"]["matmul"]["flops_per_s"] > 0
+    assert 0 <= report["ratios"]["chunked_share_in_matrix_products"] <= 1
     # the state does not grow: the same bytes at every length
     assert len({r["cache_bytes"] for r in report["results"] if r["setting"] == "gdn"}) == 1
     assert "<svg" in plot.read_text() and "bandwidth" in done.out
@@ -73,3 +75,11 @@ def test_committed_results_are_a_full_run_and_their_ratios_follow_from_the_rows(
     gain = prefill["recurrent"]["median_s"] / prefill["chunked"]["median_s"]
     assert ratios["chunked_speedup_over_token_loop"] == pytest.approx(gain, rel=1e-12)
     assert ratios["goals"]["chunked_at_least_10x_token_loop"] == (gain >= 10)
+    # the matrix-product speed at the chunk's shapes, and the chunked form's profile
+    matmul = prefill["matmul"]
+    assert matmul["shape"] == [32, 64, 128, 128]
+    assert matmul["flops_per_s"] == pytest.approx(2 * 32 * 64 * 128 * 128 / matmul["median_s"])
+    in_products = sum(op["share"] for op in prefill["chunked_profile"]
+                      if op["op"] in ("aten::bmm", "aten::mm", "aten::addmm", "aten::baddbmm"))
+    assert 0 < in_products < 1
+    assert ratios["chunked_share_in_matrix_products"] == pytest.approx(in_products)

@@ -89,7 +89,8 @@ class DeltaStateCache:
         return self.conv_window.nbytes + self.state.nbytes
 
     def reset(self) -> None:
-        """Forget every token, to start new sequences; the storage is kept."""
+        """Forget every token, to start new sequences: window and state back to
+        zeros, with the same shapes, dtypes and device."""
         self.conv_window = torch.zeros_like(self.conv_window)
         self.state = torch.zeros_like(self.state)
         self.started = torch.zeros_like(self.started)

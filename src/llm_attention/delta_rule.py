@@ -79,10 +79,11 @@ def _per_channel(g: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 # --8<-- [start:step]
 def step(q, k, v, g, beta, state):
-    """One token of the gated delta rule: ``q``, ``k`` ``(B, H, d_k)``, ``v``
-    ``(B, H, d_v)``, ``g`` ``(B, H)`` or ``(B, H, d_k)``, ``beta`` ``(B, H)``,
-    ``state`` ``(B, H, d_k, d_v)``. Returns the output ``(B, H, d_v)`` and the new
-    state ``(B, H, d_k, d_v)``."""
+    """One token of the gated delta rule, ``S' = diag(exp(g)) S``,
+    ``u = beta (v - S'^T k)``, ``S_new = S' + k u^T``, ``o = S_new^T q``: ``q``, ``k``
+    ``(B, H, d_k)``, ``v`` ``(B, H, d_v)``, ``g`` ``(B, H)`` or ``(B, H, d_k)``,
+    ``beta`` ``(B, H)``, ``state`` ``(B, H, d_k, d_v)``. Returns the output
+    ``(B, H, d_v)`` and the new state ``(B, H, d_k, d_v)``."""
     _check(q, k, v, g, beta, state, tokens=False)
     if state is None:
         raise ValueError("state must be a tensor of shape (B, H, d_k, d_v), got None")

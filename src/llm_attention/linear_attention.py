@@ -159,7 +159,8 @@ class DeltaRuleLayer(nn.Module):
         state = None if cache is None else cache.state  # (B, H, d_k, d_v)
         out, state = self.rule(queries, keys, values, g, beta, state)  # (B, H, T, d_v)
         out = out.transpose(1, 2).to(x.dtype)  # (B, T, H, d_v)
-        gate = self.output_gate(x).view(b, num_tokens, self.num_heads, -1)
+        gate = self.output_gate(x)  # (B, T, H d_v)
+        gate = gate.view(b, num_tokens, self.num_heads, -1)  # (B, T, H, d_v)
         out = self.out_norm(out, gate).reshape(b, num_tokens, -1)  # (B, T, H d_v)
         out = self.out_proj(out)  # (B, T, d_out)
         if padding_mask is not None:

@@ -26,7 +26,7 @@ def recall_figure(errors: dict[str, torch.Tensor], d_k: int, narrow: bool = Fals
         for (label, error), colour, marker in zip(errors.items(), colours, markers):
             writes = range(1, len(error) + 1)
             ax.plot(writes, error.tolist(), marker=marker, markersize=4, color=colour,
-                    label=label)
+                    label=label, clip_on=False)  # an exact read sits on the axis: whole
         count = len(next(iter(errors.values())))
         ax.set(xlabel=f"write number (1 = oldest, {count} = latest)",
                ylabel="error reading it back",
