@@ -169,9 +169,10 @@ def sparse_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
             right.plot(held, achieved, marker=marker, color=color, linestyle=style,
                        label=label)
         left.axvline(predicted, color="#7f7f7f", linestyle=":", linewidth=1)
-        left.annotate("bytes predict\ngathered wins\nfrom here", (predicted, 0.03),
+        # halfway up, between the gathered line below and the dense ones above
+        left.annotate("bytes predict\ngathered wins\nfrom here", (predicted, 0.5),
                       xytext=(4, 0), xycoords=("data", "axes fraction"),
-                      textcoords="offset points", ha="left", va="bottom",
+                      textcoords="offset points", ha="left", va="center",
                       fontsize=9 if narrow else 8)
         right.axhline(0.5, color="#7f7f7f", linestyle="--", linewidth=1)
         right.annotate("half the measured bandwidth", (held[0], 0.5), xytext=(0, 4),
