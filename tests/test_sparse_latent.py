@@ -205,6 +205,9 @@ def test_the_options_keep_dense_and_sparse_families_apart():
     _, config = DEEPSEEK_V32
     options = sparse_latent_attention_options(config)
     assert (options["index_topk"], options["index_n_heads"]) == (2048, 64)
+    # transformers' DeepseekV32Attention pairs neighbours whatever the config.json says
+    assert sparse_latent_attention_options({**config, "rope_interleave": False})[
+        "rope_interleave"] is True
     with pytest.raises(ValueError, match="'deepseek_v32' attends over the tokens its indexer"):
         latent_attention_options(config)
     with pytest.raises(ValueError, match="'deepseek_v3' has no sparse latent attention"):
