@@ -160,7 +160,8 @@ class SparseLatentAttention(LatentAttention):
         index_topk: ``k``, the tokens each query attends to.
         gathered: attend over the ``k`` selected latents only (the gathered form)
             rather than over all with the rest masked (the reference's form); the
-            same result.
+            same result. It copies ``k`` rows per query, ``T k (d_c + d_r)``
+            numbers: made for decoding; a long prompt is cheaper masked.
         **latent_options: the other options of ``LatentAttention``
             (``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
             ``v_head_dim``, ``rope_scaling``, ``absorb``, ``fast_path``, ...).
