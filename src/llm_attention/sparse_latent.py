@@ -161,7 +161,8 @@ class SparseLatentAttention(LatentAttention):
         gathered: attend over the ``k`` selected latents only (the gathered form)
             rather than over all with the rest masked (the reference's form); the
             same result. It copies ``k`` rows per query, ``T k (d_c + d_r)``
-            numbers: made for decoding; a long prompt is cheaper masked.
+            numbers at once: made for decoding, where ``T`` is 1; split a long
+            prompt into pieces through the cache.
         **latent_options: the other options of ``LatentAttention``
             (``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
             ``v_head_dim``, ``rope_scaling``, ``absorb``, ``fast_path``, ...).
