@@ -205,6 +205,9 @@ def test_the_options_keep_dense_and_sparse_families_apart():
     _, config = DEEPSEEK_V32
     options = sparse_latent_attention_options(config)
     assert (options["index_topk"], options["index_n_heads"]) == (2048, 64)
+    # transformers' DeepseekV32Attention pairs neighbours whatever the config.json says
+    assert sparse_latent_attention_options({**config, "rope_interleave": False})[
+        "rope_interleave"] is True
     with pytest.raises(ValueError, match="'deepseek_v32' attends over the tokens its indexer"):
         latent_attention_options(config)
     with pytest.raises(ValueError, match="'deepseek_v3' has no sparse latent attention"):
@@ -215,7 +218,8 @@ BAD_ARGUMENTS = [
     (dict(q_lora_rank=None), ValueError, "q_lora_rank must be an int"),
     (dict(index_topk=0), ValueError, "index_topk must be a positive int, got 0"),
     (dict(index_n_heads=1.5), TypeError, "num_heads must be a positive int, got 1.5"),
-    (dict(index_head_dim=2), ValueError, "rope_dim must be even and at most head_dim=2"),
+    (dict(index_head_dim=2), ValueError,
+     "index_head_dim must be at least qk_rope_head_dim=4 .*got 2"),
     (dict(gathered="yes"), TypeError, "gathered must be True or False"),
     (dict(absorb=1), TypeError, "absorb must be True or False"),
 ]
@@ -248,3 +252,31 @@ def test_bad_inputs_are_named():
                             "indexer.wv.weight": torch.zeros(1)})
     with pytest.raises(ValueError, match="rope_dim must be even"):
         LightningIndexer(16, 8, 2, 8, 3)
+
+
+def test_top_k_keys_refuses_scores_and_masks_that_do_not_fit():
+    scores = torch.zeros(2, 3, 5)
+    with pytest.raises(TypeError, match="index_scores must be a tensor, got list"):
+        top_k_keys([[0.0]], torch.zeros(3, 5, dtype=torch.bool), 2)
+    with pytest.raises(ValueError, match=r"index_scores must have shape \(B, T, T_k\), "
+                                         r"got \(3, 5\)"):
+        top_k_keys(torch.zeros(3, 5), torch.zeros(3, 5, dtype=torch.bool), 2)
+    with pytest.raises(ValueError, match=r"mask_bool must be a bool tensor of shape \(3, 5\)"
+                                         r" \(T, T_k\) or \(2, 1, 3, 5\) .*got torch.bool "
+                                         r"\(3, 4\)"):
+        top_k_keys(scores, torch.zeros(3, 4, dtype=torch.bool), 2)
+    with pytest.raises(ValueError, match="got torch.float32 \\(3, 5\\)"):  # True = hidden
+        top_k_keys(scores, torch.zeros(3, 5), 2)
+    assert top_k_keys(scores, torch.zeros(2, 1, 3, 5, dtype=torch.bool), 2).shape == (2, 3, 2)
+
+
+def test_cost_counts_pairs_as_a_causal_top_k_mask_does():
+    """sparse_costs.pairs against the pairs a mask lets through, counted one by one."""
+    from llm_attention_site.sparse_costs import pairs
+
+    for num_tokens in (1, 5, 9):
+        causal = torch.ones(num_tokens, num_tokens).tril()
+        assert pairs(num_tokens) == causal.sum()
+        for top_k in (1, 4, 12):
+            kept = causal.cumsum(-1).clamp(max=top_k).amax(-1)  # keys per query
+            assert pairs(num_tokens, top_k) == kept.sum()

@@ -4,7 +4,8 @@
 A tiny random DeepSeek-V3.2 config from transformers' own config class (YaRN angles, interleaved
 pairs in the attention, halves in the indexer), eager attention, float32, top-k 4 of 12 tokens,
 ``atol = rtol = 1e-5`` at real tokens (padded query rows are compared nowhere: the reference
-attends there over keys that are all hidden); nothing is downloaded (HF_HUB_OFFLINE=1). Every
+spreads its softmax there over every key of the sequence, ours returns zeros, a test pins
+both); nothing is downloaded (HF_HUB_OFFLINE=1). Every
 form: masked (plain and absorbed) and gathered, explicit and fast kernels. The reference gets its
 rotary tables from the model's rotary class, its mask from transformers' masking utilities and its
 cache of latents and indexer keys from ``DynamicCache``.
@@ -26,8 +27,8 @@ from llm_attention.rope import apply_rope  # noqa: E402
 from llm_attention.sparse_latent import SparseLatentAttention, from_hf_state_dict  # noqa: E402
 from llm_attention_site.sparse_costs import DEEPSEEK_V32  # noqa: E402
 from llm_attention_site.sparse_parity import (  # noqa: E402
-    DECODE_STEPS, FORMS, T, TOP_K, build, decode, dense_gap, form_name, hf, inputs, prefill,
-    reference_forward, selection_margin,
+    DECODE_STEPS, FORMS, T, TOP_K, build, decode, dense_gap, form_name, hf, inputs,
+    padded_rows, prefill, reference_forward, selection_margin,
 )
 
 pytestmark = pytest.mark.xdist_group(  # the worker that has transformers imported already
@@ -53,13 +54,21 @@ def test_prefill_matches(built, padded, form):
     torch.testing.assert_close(got[real], expected[real], **TOL)
 
 
-@pytest.mark.parametrize("sizes", DECODE_STEPS.values(), ids=DECODE_STEPS)
+DECODE_CASES = {  # the steps of the cache, unpadded and left-padded
+    f"{name}-{'padded' if padded else 'unpadded'}": (sizes, padded)
+    for name, sizes in DECODE_STEPS.items()
+    for padded in ((False, True) if name == "7+1+1+1+1+1" else (True,))
+}
+
+
+@pytest.mark.parametrize("case", DECODE_CASES.values(), ids=DECODE_CASES)
 @pytest.mark.parametrize("form", FORMS, ids=FORM_IDS)
-def test_cached_decoding_matches(built, form, sizes):
+def test_cached_decoding_matches(built, form, case):
     """Our SparseLatentCache against transformers' cache of latents and indexer keys, a
-    left-padded prompt."""
+    prompt with and without left padding, then one token or several at a time."""
     config, *_ = built
-    steps, cache = decode(built, sizes, True, form)
+    sizes, padded = case
+    steps, cache = decode(built, sizes, padded, form)
     for got, expected, real in steps:
         torch.testing.assert_close(got[real], expected[real], **TOL)
     assert cache.length == T
@@ -73,6 +82,14 @@ def test_the_selection_bites_and_is_not_decided_by_rounding():
     assert TOP_K < T
     assert dense_gap() > 0.1
     assert selection_margin() > 1e-4
+
+
+def test_padded_rows_are_zeros_where_the_reference_spreads_over_every_key():
+    """No real token reads a padding query's output: ours is zero there; the reference's is
+    the same on every padded row of a sequence (its softmax spread over all the keys), so
+    the two are compared at real tokens only."""
+    spread, ours = padded_rows()
+    assert spread < 1e-6 and ours == 0
 
 
 def test_scales_match_transformers():

@@ -405,7 +405,8 @@ def sparse_latent_attention_options(config: object, layer_idx: int = 0) -> dict:
     return dict(
         _latent_options(values, layer_idx), index_n_heads=values["index_n_heads"],
         index_head_dim=values["index_head_dim"], index_topk=values["index_topk"],
-    )
+        rope_interleave=True,  # transformers' DeepseekV32Attention always pairs
+    )  # neighbours, whatever a config.json's rope_interleave says
 
 
 def _latent_options(values: dict, layer_idx: int) -> dict:

@@ -107,24 +107,27 @@ class LightningIndexer(nn.Module):
         self.W_head_weights = nn.Linear(d_in, num_heads, bias=False)
 
     def keys(self, x, cos, sin, start: int) -> torch.Tensor:
-        """The tokens' indexer keys, normed and turned: ``(B, T, d_I)``."""
+        """``k_s = RoPE(LayerNorm(x_s W_key))`` for the tokens ``x`` ``(B, T, d_in)`` at
+        positions ``start..``: ``(B, T, d_I)``, one key per token for every head."""
         key = self.key_norm(self.W_key(x))  # (B, T, d_I)
-        return apply_rope(key.unsqueeze(1), cos, sin, start).squeeze(1)  # (B, T, d_I)
+        key = apply_rope(key.unsqueeze(1), cos, sin, start)  # (B, 1, T, d_I)
+        return key.squeeze(1)  # (B, T, d_I)
 
     # --8<-- [start:scores]
     def scores(self, x, query_latent, keys, cos, sin, start: int) -> torch.Tensor:
         """``I_{t,s}`` for the new tokens ``x`` against ``keys`` (held and new):
         ``(B, T, T_k)``, float32, future and padding not yet hidden."""
-        b, num_tokens, _ = x.shape
+        b, num_tokens, _ = x.shape  # (B, T, d_in)
         queries = self.W_query(query_latent)  # (B, T, H_I d_I)
-        queries = queries.view(b, num_tokens, self.num_heads, -1).transpose(1, 2)
-        queries = apply_rope(queries, cos, sin, start)  # (B, H_I, T, d_I)
+        queries = queries.view(b, num_tokens, self.num_heads, -1)  # (B, T, H_I, d_I)
+        queries = apply_rope(queries.transpose(1, 2), cos, sin, start)  # (B,H_I,T,d_I)
         queries = queries.transpose(1, 2)  # (B, T, H_I, d_I)
         dots = torch.matmul(  # every head against the one key of each token
             queries.float(), keys.float().transpose(-1, -2).unsqueeze(1)
         )  # (B, T, H_I, d_I) @ (B, 1, d_I, T_k) -> (B, T, H_I, T_k)
         dots = torch.relu(dots * self.head_dim**-0.5)  # (B, T, H_I, T_k)
-        weights = self.W_head_weights(x.to(self.W_head_weights.weight.dtype))
+        weight = self.W_head_weights.weight  # (H_I, d_in)
+        weights = self.W_head_weights(x.to(weight.dtype))  # (B, T, H_I)
         weights = weights.float() * self.num_heads**-0.5  # (B, T, H_I)
         # the heads' ReLU scores summed with their weights
         return torch.matmul(weights.unsqueeze(-2), dots).squeeze(-2)  # (B, T, T_k)
@@ -151,6 +154,22 @@ def top_k_keys(index_scores, mask_bool, k: int) -> torch.Tensor:
     again. Ties are broken as ``torch.topk`` breaks them, as in the reference code.
     """
     check_size("k", k)
+    for name, value in (("index_scores", index_scores), ("mask_bool", mask_bool)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(value).__name__}")
+    if index_scores.dim() != 3:
+        raise ValueError(
+            "index_scores must have shape (B, T, T_k), got "
+            f"{tuple(index_scores.shape)}"
+        )
+    b, num_tokens, num_keys = index_scores.shape
+    shapes = ((num_tokens, num_keys), (b, 1, num_tokens, num_keys))
+    if mask_bool.dtype != torch.bool or tuple(mask_bool.shape) not in shapes:
+        raise ValueError(
+            f"mask_bool must be a bool tensor of shape {shapes[0]} (T, T_k) or "
+            f"{shapes[1]} (B, 1, T, T_k), got {mask_bool.dtype} "
+            f"{tuple(mask_bool.shape)}"
+        )
     if mask_bool.dim() == 4:
         mask_bool = mask_bool.squeeze(1)  # (B, T, T_k)
     scores = index_scores.masked_fill(mask_bool, -torch.inf)  # (B, T, T_k)

@@ -160,7 +160,9 @@ class SparseLatentAttention(LatentAttention):
         index_topk: ``k``, the tokens each query attends to.
         gathered: attend over the ``k`` selected latents only (the gathered form)
             rather than over all with the rest masked (the reference's form); the
-            same result.
+            same result. It copies ``k`` rows per query, ``T k (d_c + d_r)``
+            numbers at once: made for decoding, where ``T`` is 1; split a long
+            prompt into pieces through the cache.
         **latent_options: the other options of ``LatentAttention``
             (``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
             ``v_head_dim``, ``rope_scaling``, ``absorb``, ``fast_path``, ...).
@@ -198,6 +200,13 @@ class SparseLatentAttention(LatentAttention):
             d_in, d_out, context_length, dropout, num_heads, q_lora_rank=q_lora_rank,
             **latent_options,
         )
+        check_size("index_head_dim", index_head_dim)
+        if index_head_dim < self.qk_rope_head_dim:
+            raise ValueError(
+                f"index_head_dim must be at least qk_rope_head_dim="
+                f"{self.qk_rope_head_dim} (the indexer turns that many of its "
+                f"dimensions), got {index_head_dim}"
+            )
         self.indexer = LightningIndexer(
             d_in, q_lora_rank, index_n_heads, index_head_dim, self.qk_rope_head_dim
         )
@@ -241,7 +250,7 @@ class SparseLatentAttention(LatentAttention):
         latent, rope_key = self.W_kv_down(x).split([d_c, d_r], dim=-1)  # d_c, d_r
         latent = self.latent_norm(latent)  # (B, T, d_c)
         rope_key = self.turn(rope_key.unsqueeze(1), start).squeeze(1)  # (B, T, d_r)
-        cos, sin = self.rope.cos, self.rope.sin  # the indexer turns halves with them
+        cos, sin = self.rope.cos, self.rope.sin  # (T_max, d_r): the indexer's too
         with torch.no_grad():  # the selection is not differentiable
             index_key = self.indexer.keys(x, cos, sin, start)  # (B, T, d_I)
         if cache is not None:  # held and new tokens
@@ -262,14 +271,16 @@ class SparseLatentAttention(LatentAttention):
             )  # (B, T, T_k)
             selected = top_k_keys(index_scores, mask_bool, self.index_topk)  # (B,T,k)
         if self.gathered:
-            context_vec = self.attend_gathered(q_nope, q_rope, entries, selected,
-                                               mask_bool)
+            context_vec = self.attend_gathered(
+                q_nope, q_rope, entries, selected, mask_bool
+            )  # (B, H, T, d_v)
         else:
             mask_bool = mask_bool | ~chosen_keys(selected, num_keys)  # (B, 1, T, T_k)
             attend = self.attend_absorbed if self.absorb else self.attend_plain
             context_vec = attend(q_nope, q_rope, entries, mask_bool)  # (B, H, T, d_v)
-        context_vec = context_vec.transpose(1, 2).reshape(b, num_tokens, -1)
-        return self.out_proj(context_vec)  # (B, T, H d_v) -> (B, T, d_out)
+        context_vec = context_vec.transpose(1, 2)  # (B, T, H, d_v)
+        context_vec = context_vec.reshape(b, num_tokens, -1)  # (B, T, H d_v)
+        return self.out_proj(context_vec)  # (B, T, d_out)
     # --8<-- [end:forward]
 
     # --8<-- [start:gathered]

@@ -15,9 +15,17 @@ github.com/deepseek-ai/DeepSeek-V3.2-Exp (``dim``, ``n_heads``, ``q_lora_rank``,
 ``deepseek-ai/DeepSeek-V3.2-Exp`` (a test compares them). DeepSeek-V3.2 is the same
 architecture, trained further.
 
-Counts are multiply-adds (a flop is two), in latent space for both the dense and the
-sparse layer: DeepSeek runs sparse attention with every latent shared by all the heads
-of a query (the "MQA mode" of its paper), which is ``LatentAttention``'s absorbed path.
+Counts are multiply-adds (a flop is two) of what sets dense and sparse apart: each
+(query, key) pair's scores and mixing, and the indexer's whole work. A pair costs what
+the mode it runs in costs. Latent attention reads a prompt the plain way (DeepSeek's
+"MHA mode": keys and values rebuilt per head, a pair over ``d_n + d_r`` and ``d_v``) and
+generates the absorbed way (its "MQA mode": a pair over the latent, ``d_c + d_r`` and
+``d_c``); DeepSeek runs sparse attention in the absorbed mode, every latent shared by
+the heads of a query (DeepSeek-V3.2-Exp's report, section 1 and appendix A). So the
+dense prefill is counted plain, the dense decoding step and the attention over the
+top-k absorbed. Left out: the attention's own projections, the same dense or sparse
+(rebuilding a key and folding a query cost the same, ``H d_c (d_n + d_v)``), and every
+norm. The indexer's projections are counted, one multiply-add per weight and token.
 Not a model module: it needs matplotlib for the figure.
 """
 
@@ -57,18 +65,25 @@ DEEPSEEK_V32 = (
 
 
 def per_key(sizes: dict) -> dict:
-    """Multiply-adds for one query meeting one key, and numbers read per key.
+    """Multiply-adds for one query meeting one key, per token, and numbers read per key.
 
-    ``attention``: every head's score over the cached row (``d_c + d_r``) and its share
-    of the mixed latent (``d_c``); ``indexer``: every indexer head's dot product with
-    the key (``d_I``) and its weight. Numbers read: the cached row, or the indexer key.
+    ``absorbed``: every head's score over the cached row (``d_c + d_r``) and its share
+    of the mixed latent (``d_c``); ``plain``: every head's score over its rebuilt key
+    (``d_n + d_r``) and its value (``d_v``); ``indexer``: every indexer head's dot
+    product with the key (``d_I``) and its weight; ``indexer_per_token``: the
+    indexer's projections of one token (its query from the bottleneck, its key, its
+    head weights). Numbers read: the cached row, or the indexer key.
     """
     heads, d_c = sizes["num_attention_heads"], sizes["kv_lora_rank"]
-    d_r = sizes["qk_rope_head_dim"]
+    d_r, d_n = sizes["qk_rope_head_dim"], sizes["qk_nope_head_dim"]
+    d_v, d_in = sizes["v_head_dim"], sizes["hidden_size"]
     index_heads, d_index = sizes["index_n_heads"], sizes["index_head_dim"]
     return dict(
-        attention=heads * ((d_c + d_r) + d_c),
+        absorbed=heads * ((d_c + d_r) + d_c),
+        plain=heads * ((d_n + d_r) + d_v),
         indexer=index_heads * (d_index + 1),
+        indexer_per_token=(sizes["q_lora_rank"] * index_heads * d_index
+                           + d_in * d_index + d_in * index_heads),
         latent_row=d_c + d_r,
         index_key=d_index,
     )
@@ -85,18 +100,25 @@ def pairs(num_tokens: int, top_k: int | None = None) -> int:
 def layer_costs(sizes: dict, num_tokens: int) -> dict:
     """One layer's multiply-adds (prefill of ``num_tokens`` tokens; decoding one token
     with ``num_tokens`` held) and the cache numbers a decoding step reads, dense and
-    sparse; the sparse ones split into the indexer's part and the attention's."""
+    sparse; the sparse ones split into the indexer's part and the attention's.
+
+    Dense prefill pairs are plain, every other pair absorbed (see the module's
+    docstring); ``masked`` is the dense prefill with the indexer run beside it, the
+    sparse result at no saving (DeepSeek's "masked MHA mode" for short prompts).
+    """
     cost, k = per_key(sizes), sizes["index_topk"]
     kept = min(k, num_tokens)
     prefill = dict(
-        dense=pairs(num_tokens) * cost["attention"],
-        indexer=pairs(num_tokens) * cost["indexer"],
-        sparse_attention=pairs(num_tokens, k) * cost["attention"],
+        dense=pairs(num_tokens) * cost["plain"],
+        indexer=(pairs(num_tokens) * cost["indexer"]
+                 + num_tokens * cost["indexer_per_token"]),
+        sparse_attention=pairs(num_tokens, k) * cost["absorbed"],
     )
+    prefill["masked"] = prefill["dense"] + prefill["indexer"]
     decode = dict(
-        dense=num_tokens * cost["attention"],
-        indexer=num_tokens * cost["indexer"],
-        sparse_attention=kept * cost["attention"],
+        dense=num_tokens * cost["absorbed"],
+        indexer=num_tokens * cost["indexer"] + cost["indexer_per_token"],
+        sparse_attention=kept * cost["absorbed"],
     )
     read = dict(
         dense=num_tokens * cost["latent_row"],
@@ -131,8 +153,8 @@ def cost_figure(sizes: dict, lengths, narrow: bool = False):
             fig, axes = plt.subplots(2, 1, figsize=(4.6, 7.4))
         else:
             fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        panels = (("prefill", "Prefill of T tokens"),
-                  ("decode", "Decoding one token, T held"))
+        panels = (("prefill", "Prefill of T tokens (dense: plain)"),
+                  ("decode", "Decoding one token, T held (dense: absorbed)"))
         for ax, (phase, title) in zip(axes, panels):
             for key, label, colour, style in LINES:
                 ax.plot(lengths, [2 * r[phase][key] for r in rows], color=colour,

@@ -14,8 +14,10 @@ latents and indexer keys). The tests (``tests/test_sparse_latent_reference.py``)
 on these; the page prints ``max_differences``. Not a model module: it needs
 transformers.
 
-Padded query rows (left padding) are compared nowhere: the reference attends there
-over whatever its top-k picked among keys that are all hidden, ours returns zeros.
+Padded query rows (left padding) are compared nowhere: the reference's mask holds the
+float minimum at every key of such a row, so its softmax spreads evenly over every key
+of the sequence, future ones included, whatever its top-k picked; ours returns zeros
+(``padded_rows`` measures both).
 """
 
 from __future__ import annotations
@@ -166,19 +168,39 @@ def largest_gap(pairs) -> float:
 
 
 def max_differences(tied: bool = False) -> dict[str, dict[str, float]]:
-    """Per form: the largest |ours - transformers| at real tokens in prefill (unpadded
-    and left-padded) and in cached decoding of a left-padded prompt, then one token at a
-    time."""
+    """Per form: the largest |ours - transformers| at real tokens in prefill and in
+    cached decoding (a prompt, then one token at a time), each unpadded and
+    left-padded."""
     built = build(tied)
     found = {}
     for form in FORMS:
-        steps, _ = decode(built, DECODE_STEPS["7+1+1+1+1+1"], True, form)
-        found[form_name(*form)] = {
-            "prefill": largest_gap([prefill(built, False, form)]),
-            "prefill, padded": largest_gap([prefill(built, True, form)]),
-            "decoding, padded": largest_gap(steps),
-        }
+        gaps = {}
+        for padded in (False, True):
+            gaps["prefill" + ", padded" * padded] = largest_gap(
+                [prefill(built, padded, form)])
+        for padded in (False, True):
+            steps, _ = decode(built, DECODE_STEPS["7+1+1+1+1+1"], padded, form)
+            gaps["decoding" + ", padded" * padded] = largest_gap(steps)
+        found[form_name(*form)] = gaps
     return found
+
+
+def padded_rows(seed: int = 2) -> tuple[float, float]:
+    """At the query rows of left padding, which no real token reads: how far the
+    reference's outputs differ from row to row within a sequence (0 when its softmax
+    is spread over the same keys on every such row, every key of the sequence), and
+    the largest |ours| there."""
+    built = build()
+    config, *_, ours = built
+    x, padding = inputs(config, seed, True)
+    with torch.no_grad():
+        expected = reference_forward(built, x, padding.long())  # (B, T, d)
+        got = ours(x, padding)  # (B, T, d)
+    spread = 0.0
+    for rows, pad in zip(expected, padding):  # (T, d), (T,)
+        if (~pad).sum() > 1:
+            spread = max(spread, (rows[~pad] - rows[~pad][0]).abs().max().item())
+    return spread, got[~padding].abs().max().item()
 
 
 def dense_gap(seed: int = 2) -> float:
