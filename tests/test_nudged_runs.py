@@ -28,7 +28,9 @@ from llm_attention import induction
 from tests.fences import parse_fences
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-NUDGES = (1, 2, 3, 4)
+# 12 and 16 are the weakest of the first sixteen runs (one induction head all but idle on
+# some inputs): every page passed on all sixteen when these were chosen
+NUDGES = (1, 2, 3, 4, 12, 16)
 PAGES = (  # every page and notebook that uses a model trained at build
     "docs/at-work/watching-attention-learn.md",
     "docs/at-work/generating-with-a-kv-cache.md",
