@@ -1,9 +1,9 @@
 """Accessibility checks of a built page, run inside its one browser visit (tests/test_site_browser.py).
 
-``check_wcag`` runs axe-core (vendored in tests/vendor/axe-core, never served) with the WCAG 2.0,
-2.1 and 2.2 A and AA rules, in both palettes, switching between them with the keyboard; it checks
-the code listings' token colours itself (see _PLAIN_CODE) and leaves the listings as plain text,
-so it runs after the checks that read the page. ``check_keyboard`` works the page's content tabs
+``check_wcag`` checks the contrast of every text on the page in both palettes, switching between
+them with the keyboard, once per distinct style (see _TEXT_CONTRAST), then runs axe-core (vendored
+in tests/vendor/axe-core, never served) with every other WCAG 2.0, 2.1 and 2.2 A and AA rule; it
+leaves the listings as plain text, so it runs after the checks that read the page. ``check_keyboard`` works the page's content tabs
 and downloads with the keyboard alone and checks that each shows where the focus is. Each raises
 AssertionError naming the rule and the elements at fault.
 """
@@ -18,19 +18,121 @@ WCAG_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22a", "wcag22aa"]
 # The theme fades colours when the palette changes; axe must read the end state, not the fade.
 _NO_FADES = "*, *::before, *::after { transition: none !important; animation: none !important; }"
 
-# Code listings hold most of a page's elements: one span per highlighted token, thousands on a
-# long page, in a handful of colours. axe-core's time grows with the elements, and ran to more than
-# half the browser test. So _CODE_CONTRAST checks each distinct (token colour, background) pair
-# with the WCAG formula, in each palette; then _PLAIN_CODE turns each listing into plain text (its
-# base colour, its size and its scrolling unchanged) and axe-core checks the page as a whole.
+# A page holds thousands of text elements (a span per highlighted token, per KaTeX symbol, per
+# explorer cell) in a few dozen styles. axe-core's contrast rule weighs each element on its own,
+# and took about half of every axe run. So _TEXT_CONTRAST computes WCAG's contrast ratio once per
+# distinct (colour, backgrounds behind, opacity, size, weight) in each palette, and axe-core runs
+# every other rule. Text over a gradient is weighed against each of its colours; text over an
+# image fails the check, so no text goes unchecked. Controls that are disabled are left out, as WCAG 1.4.3 does.
+_TEXT_CONTRAST = """() => {
+    const parse = c => (c.match(/[\\d.]+/g) || []).map(Number).concat([1]).slice(0, 4);
+    const over = (top, below) => top.slice(0, 3).map((v, i) => v * top[3] + below[i] * (1 - top[3])).concat([1]);
+    const mix = (a, b, share) => a.slice(0, 3).map((v, i) => v * share + b[i] * (1 - share)).concat([1]);
+    const styles = new Map();
+    const layer = e => {  // an element's own background, its opacity, and any gradient's colours
+        if (!styles.has(e)) {
+            const style = getComputedStyle(e), image = style.backgroundImage;
+            // A scroll shadow (extra.css: covers in the background's colour, attached to the
+            // content) shows only at an edge with more content beyond it: text is weighed
+            // against the background. Any other gradient: against each of its colours too.
+            const stops = image === 'none' || style.backgroundAttachment.includes('local') ? []
+                : (image.match(/rgba?\\([^)]*\\)/g) || []).map(parse);
+            styles.set(e, image.includes('url(') ? null
+                : {background: parse(style.backgroundColor), opacity: parseFloat(style.opacity), stops});
+        }
+        return styles.get(e);
+    };
+    // The colours of a text pixel and of the background beside it: each ancestor's background
+    // drawn over what is below it, each group faded by its opacity (exact for normal blending).
+    // One pair for the plain backgrounds, and one more for each colour of a gradient.
+    const pixels = element => {
+        const chain = [];
+        for (let e = element; e; e = e.parentElement) {
+            const own = layer(e);
+            if (own === null) return null;  // an image behind the text: not composable here
+            chain.unshift(own);
+        }
+        const text = parse(getComputedStyle(element).color);
+        const render = (i, below, withText, stop) => {
+            if (i === chain.length) return withText ? over(text, below) : below;
+            const {background, opacity} = chain[i];
+            let here = over(background, below);
+            if (stop && stop[0] === i) here = over(stop[1], here);
+            return mix(render(i + 1, here, withText, stop), below, opacity);
+        };
+        const white = [255, 255, 255, 1];
+        const stops = [null, ...chain.flatMap((own, i) => own.stops.map(colour => [i, colour]))];
+        return stops.map(stop => [render(0, white, true, stop), render(0, white, false, stop)]);
+    };
+    const luminance = rgb => rgb.slice(0, 3).map(v => v / 255)
+        .map(v => v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4)
+        .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+    // Drawn where a reader can see it: not faded out, not clipped away, not moved off the page.
+    const shown = element => {
+        let opacity = 1, box = element.getBoundingClientRect();
+        for (let e = element; e; e = e.parentElement) {
+            const style = getComputedStyle(e);
+            opacity *= parseFloat(style.opacity);
+            if (style.clipPath !== 'none' || (style.clip !== 'auto' && style.position === 'absolute')) {
+                const clipped = e.getBoundingClientRect();
+                if (clipped.width <= 1 || clipped.height <= 1) return false;  // a screen reader's text
+            }
+            // Cut off for good by a box that hides its overflow (one that scrolls does not; the
+            // page's own scrolling is the root's).
+            const cuts = axis => ['hidden', 'clip'].includes(style['overflow' + axis]);
+            if (e !== element && e !== document.documentElement && e !== document.body
+                    && (cuts('X') || cuts('Y'))) {
+                const edge = e.getBoundingClientRect();
+                const [left, right] = cuts('X') ? [Math.max(box.left, edge.left), Math.min(box.right, edge.right)] : [box.left, box.right];
+                const [top, bottom] = cuts('Y') ? [Math.max(box.top, edge.top), Math.min(box.bottom, edge.bottom)] : [box.top, box.bottom];
+                if (right - left < 1 || bottom - top < 1) return false;
+                box = new DOMRect(left, top, right - left, bottom - top);
+            }
+        }
+        return opacity > 0.05 && box.right + scrollX > 0 && box.bottom + scrollY > 0;
+    };
+    const hasText = e => [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    const name = e => e.tagName.toLowerCase() + (typeof e.className === 'string' && e.className.trim()
+        ? '.' + e.className.trim().split(/\\s+/).join('.') : '');
+    const passed = new Set(), low = [], unknown = [];
+    let texts = 0;
+    for (const element of document.body.querySelectorAll('*')) {
+        if (!hasText(element) || !element.getClientRects().length) continue;
+        if (element.closest('script, style, noscript, template, .katex-mathml')) continue;  // never drawn
+        if (element.closest(':disabled, [aria-disabled="true"]')) continue;  // inactive controls
+        const style = getComputedStyle(element);
+        if (style.visibility !== 'visible') continue;
+        texts += 1;
+        const found = pixels(element);
+        if (found === null) { if (shown(element)) unknown.push(name(element)); continue; }
+        const size = parseFloat(style.fontSize), bold = parseInt(style.fontWeight) >= 700;
+        const key = [JSON.stringify(found), size, bold].join('|');
+        if (passed.has(key)) continue;
+        const contrast = ([text, backdrop]) => {
+            const [a, b] = [luminance(text), luminance(backdrop)];
+            return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+        };
+        const ratios = found.map(contrast), ratio = Math.min(...ratios);
+        const [text, backdrop] = found[ratios.indexOf(ratio)];  // the worst of them
+        const large = size >= 24 || (bold && size >= 18.66);  // 18 pt, or 14 pt bold
+        const asked = large ? 3 : 4.5;
+        if (ratio >= asked) { passed.add(key); continue; }
+        if (!shown(element)) continue;  // hidden: the next element of this style is weighed again
+        low.push(`${name(element)} "${element.textContent.trim().slice(0, 30)}": ${style.color} drawn as rgb(${text.slice(0, 3).map(Math.round)}) on rgb(${backdrop.slice(0, 3).map(Math.round)}), ${ratio.toFixed(2)}:1 (WCAG AA asks ${asked}:1)`);
+    }
+    return {texts, styles: passed.size, low: [...new Set(low)], unknown: [...new Set(unknown)]};
+}"""
+
+# Listings as plain text (their base colour, size and scrolling unchanged) once their token
+# colours are checked: fewer elements for axe-core's other rules to walk.
 _PLAIN_CODE = """() => {
     for (const code of document.querySelectorAll('pre > code, .highlight-ipynb pre'))
         if (code.children.length) code.textContent = code.textContent;
 }"""
 
-_RUN_AXE = """async ([tags, coloursOnly]) => {
-    const runOnly = coloursOnly ? {type: 'rule', values: ['color-contrast']} : {type: 'tag', values: tags};
-    const result = await axe.run(document, {runOnly, resultTypes: ['violations']});
+_RUN_AXE = """async (tags) => {
+    const rules = {'color-contrast': {enabled: false}};  // _TEXT_CONTRAST's, in both palettes
+    const result = await axe.run(document, {runOnly: {type: 'tag', values: tags}, rules, resultTypes: ['violations']});
     return result.violations.map(v => ({
         rule: v.id, count: v.nodes.length,
         elements: v.nodes.slice(0, 3).map(n => n.target.join(' ') + ': ' + (n.failureSummary || '').split('\\n')[1]),
@@ -54,46 +156,21 @@ _FOCUS_SHOWN = """() => {
 }"""
 
 
-_CODE_CONTRAST = """() => {
-    const parse = c => (c.match(/[\\d.]+/g) || []).map(Number).concat([1]).slice(0, 4);
-    const over = (top, below) => top.slice(0, 3).map((v, i) => v * top[3] + below[i] * (1 - top[3])).concat([1]);
-    const background = element => {  // the colour behind an element: its backgrounds, composited
-        const layers = [];
-        for (let e = element; e; e = e.parentElement) {
-            const colour = parse(getComputedStyle(e).backgroundColor);
-            if (colour[3] > 0) layers.push(colour);
-            if (colour[3] === 1) break;
-        }
-        return layers.reverse().reduce((below, top) => over(top, below), [255, 255, 255, 1]);
-    };
-    const luminance = rgb => rgb.slice(0, 3).map(v => v / 255)
-        .map(v => v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4)
-        .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
-    const seen = new Set(), low = [];
-    for (const span of document.querySelectorAll('pre > code span[class], .highlight-ipynb span[class]')) {
-        if (!span.textContent.trim() || !span.getClientRects().length) continue;
-        const colour = getComputedStyle(span).color, behind = background(span);
-        const key = span.className + colour + behind;
-        if (seen.has(key)) continue;
-        seen.add(key);
-        const [a, b] = [luminance(over(parse(colour), behind)), luminance(behind)];
-        const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
-        if (ratio < 4.5) low.push(`code token .${span.className} ${colour} on rgb(${behind.slice(0, 3).map(Math.round)}): ${ratio.toFixed(2)}:1`);
-    }
-    return {pairs: seen.size, low};
-}"""
-
-
-def _violations(page, palette: str, colours_only: bool = False) -> list[str]:
-    """axe-core's violations: all WCAG A/AA rules, or only the contrast, which a palette changes."""
+def _violations(page, palette: str) -> list[str]:
+    """axe-core's violations of every WCAG A/AA rule but the contrast, on the whole page."""
     return [
         f"{palette} palette, {v['rule']} on {v['count']} element(s), e.g. " + "; ".join(v["elements"])
-        for v in page.evaluate(_RUN_AXE, [WCAG_TAGS, colours_only])
+        for v in page.evaluate(_RUN_AXE, WCAG_TAGS)
     ]
 
 
-def _code_token_contrast(page, palette: str) -> list[str]:
-    return [f"{palette} palette, {low} (WCAG AA asks 4.5:1)" for low in page.evaluate(_CODE_CONTRAST)["low"]]
+def _text_contrast(page, palette: str) -> list[str]:
+    """Every text's contrast against what lies behind it, once per distinct style."""
+    found = page.evaluate(_TEXT_CONTRAST)
+    assert found["texts"] > 0, "no text found to check"
+    return [f"{palette} palette, {low}" for low in found["low"]] + [
+        f"{palette} palette, text over a background image or gradient, which the contrast "
+        f"check cannot compose: {where}" for where in found["unknown"]]
 
 
 def _scheme(page) -> str:
@@ -125,20 +202,19 @@ PALETTES = {"default": "light", "slate": "dark"}
 
 def check_wcag(page) -> None:
     """No WCAG 2 A/AA violation in either palette, each reached with the keyboard's Enter on the
-    palette switch: the code's token colours in both, then axe-core on the page with its listings
-    as plain text, the contrast in the second palette and every rule in the first."""
+    palette switch: every text's contrast in both (once per distinct style), then every other
+    axe-core rule, with the listings as plain text."""
     page.add_script_tag(content=AXE.read_text(encoding="utf8"))
     page.add_style_tag(content=_NO_FADES)
     first = _scheme(page)
-    found = _code_token_contrast(page, PALETTES[first])
+    found = _text_contrast(page, PALETTES[first])
     switch_palette_with_keyboard(page)
     second = _scheme(page)
     assert {first, second} == set(PALETTES), f"Enter on the palette switch went from {first} to {second}"
-    found += _code_token_contrast(page, PALETTES[second])
-    page.evaluate(_PLAIN_CODE)
-    found += _violations(page, PALETTES[second], colours_only=True)
+    found += _text_contrast(page, PALETTES[second])
     switch_palette_with_keyboard(page)
     assert _scheme(page) == first, "Enter on the palette switch did not switch back"
+    page.evaluate(_PLAIN_CODE)
     found += _violations(page, PALETTES[first])
     assert not found, "\n".join(found)
 

@@ -348,6 +348,53 @@ def test_page_in_the_browser(built_site, browser, path):
     assert not failures, "\n".join(failures)
 
 
+# Each planted style, alone on a page that passes: what the contrast check must say of it.
+_PLANTED_CONTRAST = [
+    (".md-typeset p { color: #b0b0b0 !important }", "light", "p "),
+    (".md-typeset .highlight .c1 { color: #c8c8c8 !important }", "light", "span.c1"),
+    (".md-typeset .katex { color: #bbbbbb !important }", "light", "span.mord"),
+    ("[data-md-color-scheme=slate] .md-typeset figure.explorer td { color: #444 !important }",
+     "dark", "span"),
+    (".md-typeset h1 { background-image: url(data:image/gif;base64,R0lGODlhAQABAAAAACw=) }",
+     "light", "background image"),
+    (".md-typeset p { color: #b0b0b0 !important; opacity: 0 }", None, None),  # not seen
+    (".md-typeset figure.explorer { opacity: 0.35 }", "light", "td"),  # a faded group
+]
+
+
+def _contrast_both_ways(page) -> dict[str, list[str]]:
+    """The contrast check's findings in the palette shown, then in the other (left shown)."""
+    first = axe_checks.PALETTES[axe_checks._scheme(page)]
+    found = {first: axe_checks._text_contrast(page, first)}
+    axe_checks.switch_palette_with_keyboard(page)
+    second = axe_checks.PALETTES[axe_checks._scheme(page)]
+    found[second] = axe_checks._text_contrast(page, second)
+    return found
+
+
+def test_the_contrast_check_finds_planted_low_contrast(built_site, browser):
+    """axe-core's contrast rule is off (tests/axe_checks.py weighs each style once instead):
+    text too faint for WCAG's 4.5:1, in listings, formulas, explorers and prose, in either
+    palette, over an image or in a faded group, is named; text no one can see is not. One
+    visit: each style is planted alone, then taken out again."""
+    page, *_ = visit(browser, built_site.url + "chapters/causal-attention/")
+    assert page.locator("figure.explorer").count() and page.locator(".katex").count()
+    page.add_style_tag(content=axe_checks._NO_FADES)
+    assert _contrast_both_ways(page) == {"light": [], "dark": []}  # the page as built passes
+    missed = []
+    for style, palette, named in _PLANTED_CONTRAST:
+        planted = page.add_style_tag(content=style)
+        found = _contrast_both_ways(page)
+        planted.evaluate("tag => tag.remove()")
+        expected = [] if palette is None else found[palette]
+        if palette is None and found != {"light": [], "dark": []}:
+            missed.append(f"{style}: named text no one sees: {found}")
+        elif palette is not None and not any(named in p for p in expected):
+            missed.append(f"{style}: not found in the {palette} palette: {found}")
+    page.close()
+    assert not missed, "\n".join(missed)
+
+
 def test_the_header_links_the_repository_only_when_told(built_site):
     """The Pages workflow sets REPO_URL; a local build (this one) links no repository."""
     home = (built_site.site_dir / "index.html").read_text(encoding="utf8")
