@@ -23,12 +23,15 @@ A chunked layer never looks at an earlier chunk, so its cache keeps only the cur
 chunk: ``ChunkedKVCache`` drops the held keys and values when a new chunk starts, and
 holds at most ``C - 1`` tokens between calls.
 
-Needs only torch. MIT licence: keep the first two lines of each file.
+Builds on ``sliding_window.py`` of this package (its cache's input checks), imported
+relatively: copy it with this file. MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
 
 import torch
+
+from .sliding_window import RollingKVCache
 
 
 def check_chunk_size(chunk_size: object) -> None:
@@ -155,46 +158,8 @@ class ChunkedKVCache:
         self.left_padding.zero_()
         self.started.fill_(False)
 
-    def _check_new(self, keys, values, padding_mask) -> None:
-        """The errors ``RollingKVCache`` raises for the same mistakes, before any tensor
-        work."""
-        batch, heads, _, head_dim = self.keys.shape
-        for name, tensor in (("keys", keys), ("values", values)):
-            if not isinstance(tensor, torch.Tensor):
-                raise TypeError(
-                    f"{name} must be a torch.Tensor, got {type(tensor).__name__}"
-                )
-            sizes = tensor.shape[:2] + tensor.shape[3:]  # (B, H_kv, d_h) when 4-d
-            if tensor.dim() != 4 or sizes != (batch, heads, head_dim):
-                raise ValueError(
-                    f"{name} must have shape (B, H_kv, T, d_h) = "
-                    f"({batch}, {heads}, T, {head_dim}), got {tuple(tensor.shape)}"
-                )
-            if tensor.dtype != self.keys.dtype or tensor.device != self.keys.device:
-                raise TypeError(
-                    f"{name} must be {self.keys.dtype} on {self.keys.device} like the "
-                    f"cache, got {tensor.dtype} on {tensor.device}"
-                )
-        if keys.shape != values.shape:
-            raise ValueError(
-                f"keys and values must have the same shape, got {tuple(keys.shape)} "
-                f"and {tuple(values.shape)}"
-            )
-        if padding_mask is None:
-            return
-        if not isinstance(padding_mask, torch.Tensor) or (
-            padding_mask.dtype != torch.bool
-        ):
-            raise TypeError(
-                "padding_mask must be a bool torch.Tensor of shape (B, T) or None, "
-                f"got {getattr(padding_mask, 'dtype', type(padding_mask).__name__)}"
-            )
-        expected = (batch, keys.shape[2])
-        if tuple(padding_mask.shape) != expected:
-            raise ValueError(
-                f"padding_mask must have shape (B, T) = {expected}, "
-                f"got {tuple(padding_mask.shape)}"
-            )
+    # The same mistakes as a rolling cache's, the same errors, before any tensor work.
+    _check_new = RollingKVCache._check_new
 
     # --8<-- [start:append]
     def append(self, keys, values, padding_mask=None):
