@@ -58,7 +58,6 @@ import argparse
 import ctypes
 import ctypes.util
 import json
-import math
 import pathlib
 import re
 import subprocess
@@ -70,7 +69,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils import benchmark
 
-from common import machine_info, save_figure, set_threads, time_in_turns  # benchmarks/common.py, beside this script
+from common import machine_info, save_site_figure, set_threads, time_in_turns  # benchmarks/common.py, beside this script
 from llm_attention.multihead import MultiHeadAttention
 from llm_attention.multihead_wrapper import MultiHeadAttentionWrapper
 
@@ -250,13 +249,8 @@ def ratios(results, sizes) -> dict:
 
 
 def plot(report: dict, path: pathlib.Path) -> None:
-    """Save the wide figure the page draws at build (``llm_attention_site.benchmark_plots``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from llm_attention_site.benchmark_plots import attention_figure
-
-    save_figure(attention_figure(report), path)
+    """Save the wide figure the page draws at build (``benchmark_plots.attention_figure``)."""
+    save_site_figure(report, path, "attention_figure")
 
 
 def print_table(report: dict) -> None:

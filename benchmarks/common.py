@@ -1,8 +1,10 @@
 """Helpers the benchmark scripts share: the machine a run took place on, timing in turns, the
-machine's memory bandwidth, a profile of one call, saving a plot."""
+machine's memory bandwidth, a profile of one call, saving a plot, the command line the decode
+benchmarks share."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
 import pathlib
@@ -87,6 +89,30 @@ def save_figure(fig, path: pathlib.Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format=path.suffix.lstrip(".") or "svg", facecolor="white")
     plt.close(fig)
+
+
+def save_site_figure(report: dict, path: pathlib.Path, figure: str) -> None:
+    """Save the wide figure the page draws at build from the same results:
+    ``llm_attention_site.benchmark_plots.<figure>(report)``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from llm_attention_site import benchmark_plots
+
+    save_figure(getattr(benchmark_plots, figure)(report), path)
+
+
+def decode_parser(doc: str, stem: str, threads_help: str = "torch threads (default 1)"):
+    """The options of a decode benchmark: ``--quick``, ``--replot``, ``--threads`` and where
+    the results and the plot go (``benchmarks/<stem>_results.json``, ``<stem>_benchmark.svg``)."""
+    folder = pathlib.Path(__file__).resolve().parent
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the script")
+    parser.add_argument("--replot", action="store_true", help="redraw from --results")
+    parser.add_argument("--threads", type=int, default=1, help=threads_help)
+    parser.add_argument("--results", type=pathlib.Path, default=folder / f"{stem}_results.json")
+    parser.add_argument("--plot", type=pathlib.Path, default=folder / f"{stem}_benchmark.svg")
+    return parser
 
 
 def measure_bandwidth(mib: int, repeats: int = 5) -> dict:

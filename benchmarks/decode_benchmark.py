@@ -38,7 +38,6 @@ results file), and prints a table and the ratios against the goals.
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
@@ -46,11 +45,12 @@ import sys
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from common import machine_info, save_figure, set_threads, time_in_turns  # noqa: E402
+from common import (  # noqa: E402
+    decode_parser, machine_info, save_site_figure, set_threads, time_in_turns,
+)
 
 from llm_attention.modern import ModernAttention  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 SETTINGS = ("mha", "gqa", "mqa", "window")
 LABELS = {
     "mha": "multi-head (32 kv heads)",
@@ -147,25 +147,14 @@ def ratios(report: dict) -> dict:
 
 
 def plot(report: dict, path: pathlib.Path) -> None:
-    """Save the wide figure the page draws at build (``llm_attention_site.benchmark_plots``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from llm_attention_site.benchmark_plots import decode_figure
-
-    save_figure(decode_figure(report), path)
+    """Save the wide figure the page draws at build (``benchmark_plots.decode_figure``)."""
+    save_site_figure(report, path, "decode_figure")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the script")
-    parser.add_argument("--replot", action="store_true", help="redraw from --results")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (default 1: see the module docstring)")
-    parser.add_argument("--results", type=pathlib.Path,
-                        default=ROOT / "benchmarks" / "decode_results.json")
-    parser.add_argument("--plot", type=pathlib.Path,
-                        default=ROOT / "benchmarks" / "decode_benchmark.svg")
+    parser = decode_parser(
+        __doc__, "decode", threads_help="torch threads (default 1: see the module docstring)"
+    )
     args = parser.parse_args(argv)
     if args.replot:
         plot(json.loads(args.results.read_text()), args.plot)

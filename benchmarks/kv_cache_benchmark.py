@@ -46,7 +46,7 @@ from llm_attention.gpt import GPTModel
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from common import machine_info, save_figure, set_threads  # noqa: E402
+from common import machine_info, save_site_figure, set_threads  # noqa: E402
 
 FULL = dict(emb_dim=768, num_heads=12, num_layers=3, vocab_size=256, prompt=16, new_tokens=1024,
             lengths=[128, 256, 512, 1024], repeats=3, window=100)  # fmt: skip
@@ -125,13 +125,8 @@ def print_report(report: dict) -> None:
 
 
 def plot(report: dict, path: pathlib.Path) -> None:
-    """Save the wide figure the page draws at build (``llm_attention_site.benchmark_plots``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from llm_attention_site.benchmark_plots import kv_cache_figure
-
-    save_figure(kv_cache_figure(report), path)
+    """Save the wide figure the page draws at build (``benchmark_plots.kv_cache_figure``)."""
+    save_site_figure(report, path, "kv_cache_figure")
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -40,7 +40,6 @@ Writes ``benchmarks/sparse_decode_results.json``, ``benchmarks/sparse_decode_ben
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
@@ -49,13 +48,13 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from common import (  # noqa: E402
-    machine_info, measure_bandwidth, profile_step, save_figure, set_threads, time_in_turns,
+    decode_parser, machine_info, measure_bandwidth, profile_step, save_site_figure,
+    set_threads, time_in_turns,
 )
 
 from llm_attention.latent import LatentAttention  # noqa: E402
 from llm_attention.sparse_latent import SparseLatentAttention  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 SETTINGS = ("dense", "sparse_masked", "sparse_gathered")
 LABELS = {
     "dense": "dense latent",
@@ -185,24 +184,12 @@ def ratios(report: dict) -> dict:
 
 
 def plot(report: dict, path: pathlib.Path) -> None:
-    """Save the wide figure the page draws at build (``llm_attention_site.benchmark_plots``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from llm_attention_site.benchmark_plots import sparse_decode_figure
-
-    save_figure(sparse_decode_figure(report), path)
+    """Save the wide figure the page draws at build (``benchmark_plots.sparse_decode_figure``)."""
+    save_site_figure(report, path, "sparse_decode_figure")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the script")
-    parser.add_argument("--replot", action="store_true", help="redraw from --results")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    parser.add_argument("--results", type=pathlib.Path,
-                        default=ROOT / "benchmarks" / "sparse_decode_results.json")
-    parser.add_argument("--plot", type=pathlib.Path,
-                        default=ROOT / "benchmarks" / "sparse_decode_benchmark.svg")
+    parser = decode_parser(__doc__, "sparse_decode")
     args = parser.parse_args(argv)
     if args.replot:
         plot(json.loads(args.results.read_text()), args.plot)
