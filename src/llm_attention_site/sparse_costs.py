@@ -31,23 +31,15 @@ Not a model module: it needs matplotlib for the figure.
 
 from __future__ import annotations
 
+from .families import DEEPSEEK_V32 as _PUBLISHED_V32
+
+# DeepSeek-V3.2's sizes as its inference code ships them: the fields of its config.json
+# that the family table reads, and those the layer's rotary angles and norms need.
 DEEPSEEK_V32 = (
     "github.com/deepseek-ai/DeepSeek-V3.2-Exp: inference/config_671B_v3.2.json",
     dict(
-        model_type="deepseek_v32",
-        hidden_size=7168,
-        num_hidden_layers=61,
-        num_attention_heads=128,
+        _PUBLISHED_V32[1],
         num_key_value_heads=128,
-        q_lora_rank=1536,
-        kv_lora_rank=512,
-        qk_nope_head_dim=128,
-        qk_rope_head_dim=64,
-        v_head_dim=128,
-        index_n_heads=64,
-        index_head_dim=128,
-        index_topk=2048,
-        max_position_embeddings=163840,
         rope_theta=10000,
         rope_scaling={
             "beta_fast": 32,
