@@ -6,7 +6,8 @@ heading's permalink. This hook rewrites ``search_index.json`` after the build: f
 their plain symbols (``\\(d_k\\)`` -> ``d_k``), pilcrows go, and so do code listings and
 printed outputs: they were half its bytes. Paragraph and list tags go too (a result shows
 words, not layout). The index loads when a reader first searches (overrides/main.html). The notebook
-pages go too: each repeats its chapter; so do the API pages of the site's own code. Diagrams are
+pages stay out: each repeats its chapter; so do the API pages of the site's own code (both are
+marked before the theme reads them, so it never parses them). Diagrams are
 images drawn at build (llm_attention_site.diagrams): their source never reaches the page.
 """
 
@@ -43,19 +44,27 @@ def clean_text(text: str) -> str:
     return "".join(pieces)
 
 
+def left_out(url: str) -> bool:
+    """Whether a page stays out of the index. A notebook page repeats its chapter's prose and
+    code: a search lands on the chapter. The API pages of the site's own code help
+    contributors, who read the files: a reader's search should land on the chapters and the
+    modules offered to copy."""
+    own = tuple(f"reference/{p.stem}/" for p in _SITE_CODE.glob("*.py") if p.stem != "__init__")
+    return bool(_NOTEBOOK_PAGE.match(url)) or url.startswith(own)
+
+
+def on_page_content(html: str, page, config, files) -> None:
+    # Marked before the theme's search plugin reads the page (its on_page_context): the
+    # notebook pages alone are 5 MB of HTML that it would parse only for this hook to drop.
+    if left_out(page.url):
+        page.meta["search"] = {**(page.meta.get("search") or {}), "exclude": True}
+
+
 def on_post_build(config) -> None:
     index = pathlib.Path(config.site_dir) / "search" / "search_index.json"
     if not index.is_file():
         return
     data = json.loads(index.read_text(encoding="utf8"))
-    # A notebook page repeats its chapter's prose and code: a search lands on the chapter.
-    # The API pages of the site's own code help contributors, who read the files: a reader's
-    # search should land on the chapters and the modules offered to copy.
-    own = tuple(f"reference/{p.stem}/" for p in _SITE_CODE.glob("*.py") if p.stem != "__init__")
-    data["docs"] = [
-        doc for doc in data["docs"]
-        if not _NOTEBOOK_PAGE.match(doc["location"]) and not doc["location"].startswith(own)
-    ]
     for doc in data["docs"]:
         doc["title"] = clean_text(doc["title"]).strip()
         text = doc["text"]
