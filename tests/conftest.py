@@ -167,7 +167,10 @@ def pytest_unconfigure(config):
         return
     for process in _builds:
         if process.poll() is None:  # the run ended early: stop the build we started, and the
-            os.killpg(process.pid, signal.SIGTERM)  # mkdocs it runs (its own process group)
+            try:  # mkdocs it runs (its own process group)
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:  # it ended since poll() looked
+                pass
             process.wait()
     config._llm_attention_server.shutdown()
     os.environ.pop(SHARED_ENV, None)
