@@ -171,3 +171,14 @@ def pytest_collection_modifyitems(items) -> None:
     for item in items:
         if item.path.suffix == ".md":
             item.add_marker(pytest.mark.xdist_group(item.path.as_posix()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(file_path, parent):
+    """The fences that run are the pages' (and the README's). ``--markdown-docs`` would also import
+    every Python file under tests/ in each worker and walk its docstrings for fences, and there
+    are none there to find: those files are left to pytest's own collector."""
+    collected = yield
+    if file_path.suffix != ".py":
+        return collected
+    return [node for node in collected if type(node).__name__ != "MarkdownDocstringCodeModule"]
