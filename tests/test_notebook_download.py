@@ -6,6 +6,10 @@ environment that holds torch, matplotlib and the distributions they require, and
 ``llm_attention``, no Jupyter, none of the project's other packages. The notebook's first code cell
 must fetch the package's modules, and the site's figure helpers, from the site.
 
+At its end, the notebook's namespace is checked for the numbers its page relies on
+(tests/notebook_checks.py, which needs torch alone): a notebook that runs but computes something
+else fails.
+
 The environment is made in a second (tests/clean_python.py), and its Python imports torch and
 matplotlib (its pyplot too) once and runs each notebook in a fork of itself: the notebook starts
 as ``python notebook.py`` would, with those imports already done.
@@ -13,6 +17,7 @@ as ``python notebook.py`` would, with those imports already done.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import urllib.request
@@ -28,6 +33,15 @@ WANTED = ("torch", "matplotlib")  # what a reader is told a notebook needs
 # What the runner imports once, before each fork: the two, and matplotlib's pyplot, which every
 # notebook's figures import (a second per notebook otherwise); nothing outside those two.
 PRELOADED = ("torch", "matplotlib", "matplotlib.pyplot")
+CHECKS = ROOT / "tests" / "notebook_checks.py"
+# Run after the notebook's last cell, in its namespace: which of its page's checks hold.
+CHECKED = """
+
+import json as _json, runpy as _runpy
+_checks = _runpy.run_path({checks!r})["CHECKS"][{name!r}](globals())
+with open({out!r}, "w") as _out:
+    _json.dump({{check: bool(holds) for check, holds in _checks.items()}}, _out)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +64,18 @@ def test_downloaded_notebook_runs_without_the_package(built_site, notebook_runne
     first_code = next(cell.source for cell in notebook.cells if cell.cell_type == "code")
     assert f'SITE_URL = "{built_site.url}"' in first_code, "the download does not name the site it came from"
     script = tmp_path / f"{name}.py"
-    script.write_text(jupytext.writes(notebook, fmt="py:percent"))
+    checked = tmp_path / "checks.json"
+    script.write_text(jupytext.writes(notebook, fmt="py:percent")
+                      + CHECKED.format(checks=str(CHECKS), name=f"{name}.py", out=str(checked)))
     env = {"PATH": os.environ.get("PATH", ""), "MPLBACKEND": "Agg", "HOME": str(tmp_path)}
     # The tiny GPT's training run, which the site build made and keyed by the code of the modules
     # it fetched (the same files): loaded, not trained a third time.
     env["LLM_ATTENTION_RUN_CACHE"] = os.environ.get("LLM_ATTENTION_RUN_CACHE", "")
     returncode, output = notebook_runner(script, env)
     assert returncode == 0, output[-3000:]
+    results = json.loads(checked.read_text())
+    failed = [check for check, holds in results.items() if not holds]
+    assert results and not failed, f"{name} computed other numbers: {failed}"
     for package in ("llm_attention", "llm_attention_site"):
         fetched = sorted(p.name for p in (tmp_path / package).glob("*.py"))
         assert fetched == sorted(p.name for p in (ROOT / "src" / package).glob("*.py")), package
