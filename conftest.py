@@ -16,7 +16,8 @@ os.environ.setdefault(
     "LLM_ATTENTION_RUN_CACHE", str(pathlib.Path(__file__).resolve().parent / ".cache")
 )
 
-# Notebook scripts are executed by tests/test_notebooks.py, not imported at collection. The API
+# Notebook scripts are run by the site build and, downloaded from it, by
+# tests/test_notebook_download.py; they are not imported at collection. The API
 # reference's pages only show the package's files whole; the package's own tests run them.
 collect_ignore_glob = ["docs/reference/*.md", "docs/notebooks/*.py", "hooks/*.py", "site/*", "benchmarks/*"]
 

@@ -75,15 +75,15 @@ def make_clean_python(venv: pathlib.Path, wanted: tuple[str, ...]) -> pathlib.Pa
 
 
 class PreloadedRunner:
-    """Runs scripts with ``python``, each in a fork of a process that imported ``wanted`` once."""
+    """Runs scripts with ``python``, each in a fork of a process that imported ``modules`` once."""
 
-    def __init__(self, python: pathlib.Path, wanted: tuple[str, ...], home: pathlib.Path, env: dict):
+    def __init__(self, python: pathlib.Path, modules: tuple[str, ...], home: pathlib.Path, env: dict):
         self.server = subprocess.Popen(
-            [str(python), str(ROOT / "tests" / "preloaded_python.py"), *wanted],
+            [str(python), str(ROOT / "tests" / "preloaded_python.py"), *modules],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=home,
         )
         ready = json.loads(self.server.stdout.readline())
-        assert ready == {"ready": list(wanted)}, ready
+        assert ready == {"ready": list(modules)}, ready
 
     def run(self, script: pathlib.Path, env: dict) -> tuple[int, str]:
         """Run ``script`` in its folder with ``env``; return its exit code and output."""

@@ -33,7 +33,7 @@ BROWSER_TESTS = ROOT / "tests" / "test_site_browser.py"
 
 
 def find_chromium() -> str | None:
-    """Debian's ``chromium-headless-shell``, else Debian's ``chromium``; else the Chromium that
+    """``chromium-headless-shell`` (Debian's package), else ``chromium``; else the Chromium that
     ``python -m playwright install chromium`` keeps in playwright's own folder (GitHub's Ubuntu
     runners, whose ``chromium`` is a snap shim that does not run headless in CI); else None.
 
@@ -57,9 +57,10 @@ CHROMIUM = find_chromium()
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
     "--disable-component-update", "--disable-sync",
-    # Headless Chromium 156 builds the address bar's popup (a page of its own, in a renderer
-    # of its own) for every new page: about as much work as the page under test. Nobody sees
-    # it here. (Chromium merges this list with the one the browser driver passes.)
+    # With ``chromium --headless`` (no headless shell here), Chromium 156 builds the address
+    # bar's popup (a page of its own, in a renderer of its own) for every new page: about as
+    # much work as the page under test. Nobody sees it here; the headless shell has no address
+    # bar. (Chromium merges this list with the one the browser driver passes.)
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
 ]
 BUILD_TIMEOUT_S = 900

@@ -177,8 +177,11 @@ def pytest_collection_modifyitems(items) -> None:
 def pytest_collect_file(file_path, parent):
     """The fences that run are the pages' (and the README's). ``--markdown-docs`` would also import
     every Python file under tests/ in each worker and walk its docstrings for fences, and there
-    are none there to find: those files are left to pytest's own collector."""
+    are none there to find (tests/test_fences_collected.py holds that): those files are left to
+    pytest's own collector."""
+    from pytest_markdown_docs.plugin import MarkdownDocstringCodeModule
+
     collected = yield
     if file_path.suffix != ".py":
         return collected
-    return [node for node in collected if type(node).__name__ != "MarkdownDocstringCodeModule"]
+    return [node for node in collected if not isinstance(node, MarkdownDocstringCodeModule)]

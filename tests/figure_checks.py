@@ -373,7 +373,7 @@ _LAYOUT = """() => {
 }"""
 
 
-def check_explorer_layout(page) -> None:
+def check_explorer_desktop_layout(page) -> None:
     """At 1280 px the readout of a many-token grid sits beside it, not below."""
     beside = page.evaluate("""() => [...document.querySelectorAll('.attention-explorer.explorer-compact')]
         .filter(f => f.getClientRects().length)
@@ -618,7 +618,7 @@ def check_explorer(page) -> None:
         except AssertionError as failure:
             raise AssertionError(f"{kind} {k}: {failure}") from None
     check_dark_shades(page)
-    check_explorer_layout(page)
+    check_explorer_desktop_layout(page)
 
 
 def check_weights_figures(page, path: str) -> None:

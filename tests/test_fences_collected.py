@@ -7,6 +7,7 @@ tab, a list) shows up as a difference between the two.
 
 from __future__ import annotations
 
+import ast
 import pathlib
 import re
 import subprocess
@@ -99,3 +100,19 @@ def test_a_group_reaches_the_scheduler(request):
     if not getattr(request.config.option, "loadgroup", False):
         pytest.skip("not run by a pytest-xdist worker with --dist loadgroup")
     assert request.node.nodeid.endswith("@grouping-check"), request.node.nodeid
+
+
+def test_no_python_file_under_the_test_paths_holds_a_fence_in_a_docstring():
+    """tests/fences.py leaves Python files' docstrings out of the fence collection: a fence
+    written in one would never run. So there must be none (the scanner finds a planted one)."""
+    assert scan_python_fences(ast.get_docstring(ast.parse('"""Use:\n\n```python\nx = 1\n```\n"""')))
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "docs").rglob("*.py")):
+        if "vendor" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf8"))
+        for node in [tree, *ast.walk(tree)]:
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                docstring = ast.get_docstring(node) or ""
+                found += [f"{path.relative_to(ROOT)}: {first}" for _, _, first in scan_python_fences(docstring)]
+    assert not found, f"fences in docstrings, which pytest does not run: {found}"

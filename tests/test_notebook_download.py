@@ -12,14 +12,20 @@ else fails.
 
 The environment is made in a second (tests/clean_python.py), and its Python imports torch and
 matplotlib (its pyplot too) once and runs each notebook in a fork of itself: the notebook starts
-as ``python notebook.py`` would, with those imports already done.
+as ``python notebook.py`` would, with those imports already done. One difference remains: with
+pyplot imported, ``matplotlib.pyplot`` and the modules it imports are reachable as attributes of
+a bare ``import matplotlib``, where a reader's Python would raise AttributeError; a static check
+here holds that the notebooks and the modules they fetch never reach one that way.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pathlib
+import subprocess
+import sys
 import urllib.request
 
 import jupytext
@@ -31,14 +37,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "docs" / "notebooks").glob("*.py"))
 WANTED = ("torch", "matplotlib")  # what a reader is told a notebook needs
 # What the runner imports once, before each fork: the two, and matplotlib's pyplot, which every
-# notebook's figures import (a second per notebook otherwise); nothing outside those two.
+# notebook's figures import (measured: the eight runs take about 2.5 s less); nothing else.
 PRELOADED = ("torch", "matplotlib", "matplotlib.pyplot")
-CHECKS = ROOT / "tests" / "notebook_checks.py"
+CHECKS_FILE = ROOT / "tests" / "notebook_checks.py"
 # Run after the notebook's last cell, in its namespace: which of its page's checks hold.
-CHECKED = """
+CHECKS_CODE = """
 
 import json as _json, runpy as _runpy
-_checks = _runpy.run_path({checks!r})["CHECKS"][{name!r}](globals())
+_checks = _runpy.run_path({checks_file!r})["CHECKS"][{name!r}](globals())
 with open({out!r}, "w") as _out:
     _json.dump({{check: bool(holds) for check, holds in _checks.items()}}, _out)
 """
@@ -66,16 +72,63 @@ def test_downloaded_notebook_runs_without_the_package(built_site, notebook_runne
     script = tmp_path / f"{name}.py"
     checked = tmp_path / "checks.json"
     script.write_text(jupytext.writes(notebook, fmt="py:percent")
-                      + CHECKED.format(checks=str(CHECKS), name=f"{name}.py", out=str(checked)))
+                      + CHECKS_CODE.format(checks_file=str(CHECKS_FILE), name=f"{name}.py", out=str(checked)))
     env = {"PATH": os.environ.get("PATH", ""), "MPLBACKEND": "Agg", "HOME": str(tmp_path)}
     # The tiny GPT's training run, which the site build made and keyed by the code of the modules
     # it fetched (the same files): loaded, not trained a third time.
     env["LLM_ATTENTION_RUN_CACHE"] = os.environ.get("LLM_ATTENTION_RUN_CACHE", "")
     returncode, output = notebook_runner(script, env)
     assert returncode == 0, output[-3000:]
+    assert checked.exists(), f"{name} stopped before its page's checks ran: {output[-3000:]}"
     results = json.loads(checked.read_text())
     failed = [check for check, holds in results.items() if not holds]
     assert results and not failed, f"{name} computed other numbers: {failed}"
     for package in ("llm_attention", "llm_attention_site"):
         fetched = sorted(p.name for p in (tmp_path / package).glob("*.py"))
         assert fetched == sorted(p.name for p in (ROOT / "src" / package).glob("*.py")), package
+
+
+def _unimported_matplotlib_modules(source: str, loaded: set[str]) -> set[str]:
+    """``matplotlib.X`` reached as an attribute (of ``matplotlib`` or its alias) where X is a
+    module that neither this source imports nor a bare ``import matplotlib`` loads."""
+    tree = ast.parse(source)
+    aliases, imported = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for name in node.names:
+                if name.name == "matplotlib":
+                    aliases.add(name.asname or "matplotlib")
+                elif name.name.startswith("matplotlib."):
+                    imported.add(name.name.split(".")[1])
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("matplotlib"):
+            parts = node.module.split(".")
+            imported.update([parts[1]] if len(parts) > 1 else [n.name for n in node.names])
+    reached = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+               and isinstance(node.value, ast.Name) and node.value.id in aliases}
+    modules = {name for name in reached if name in _matplotlib_modules()}
+    return modules - imported - loaded
+
+
+def _matplotlib_modules() -> set[str]:
+    import pkgutil
+
+    import matplotlib
+
+    return {module.name for module in pkgutil.iter_modules(matplotlib.__path__)}
+
+
+def test_notebook_code_imports_each_matplotlib_module_it_uses():
+    """The runner has imported pyplot before a notebook starts; a reader's Python has not. So no
+    notebook, and no module a notebook fetches, may reach a matplotlib module that a bare
+    ``import matplotlib`` does not load without importing it (a planted case is caught)."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, matplotlib; print(' '.join(sorted({m.split('.')[1] "
+         "for m in sys.modules if m.startswith('matplotlib.')})))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert "pyplot" not in loaded and "patches" not in loaded, loaded
+    planted = "import matplotlib\nmatplotlib.patches.Rectangle((0, 0), 1, 1)\n"
+    assert _unimported_matplotlib_modules(planted, set(loaded)) == {"patches"}
+    sources = sorted((ROOT / "docs" / "notebooks").glob("*.py")) + sorted((ROOT / "src").glob("llm_attention*/*.py"))
+    found = {str(path.relative_to(ROOT)): modules for path in sources
+             if (modules := _unimported_matplotlib_modules(path.read_text(encoding="utf8"), set(loaded)))}
+    assert not found, f"matplotlib modules used without their import: {found}"
