@@ -32,6 +32,7 @@ import jupytext
 import pytest
 
 from tests.clean_python import PreloadedRunner, make_clean_python
+from tests.notebook_checks import CHECKS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "docs" / "notebooks").glob("*.py"))
@@ -48,6 +49,11 @@ _checks = _runpy.run_path({checks_file!r})["CHECKS"][{name!r}](globals())
 with open({out!r}, "w") as _out:
     _json.dump({{check: bool(holds) for check, holds in _checks.items()}}, _out)
 """
+
+
+def test_there_are_notebooks_and_each_has_its_page_s_checks():
+    assert NOTEBOOKS
+    assert sorted(CHECKS) == [f"{name}.py" for name in NOTEBOOKS]
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +94,10 @@ def test_downloaded_notebook_runs_without_the_package(built_site, notebook_runne
         assert fetched == sorted(p.name for p in (ROOT / "src" / package).glob("*.py")), package
 
 
-def _unimported_matplotlib_modules(source: str, loaded: set[str]) -> set[str]:
-    """``matplotlib.X`` reached as an attribute (of ``matplotlib`` or its alias) where X is a
-    module that neither this source imports nor a bare ``import matplotlib`` loads."""
+def _unimported_matplotlib_modules(source: str, not_loaded: set[str]) -> set[str]:
+    """``matplotlib.X`` reached as an attribute (of ``matplotlib`` or its alias) where X is one
+    of ``not_loaded`` (the modules a bare ``import matplotlib`` leaves unloaded) and this
+    source does not import it."""
     tree = ast.parse(source)
     aliases, imported = set(), set()
     for node in ast.walk(tree):
@@ -105,30 +112,26 @@ def _unimported_matplotlib_modules(source: str, loaded: set[str]) -> set[str]:
             imported.update([parts[1]] if len(parts) > 1 else [n.name for n in node.names])
     reached = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
                and isinstance(node.value, ast.Name) and node.value.id in aliases}
-    modules = {name for name in reached if name in _matplotlib_modules()}
-    return modules - imported - loaded
-
-
-def _matplotlib_modules() -> set[str]:
-    import pkgutil
-
-    import matplotlib
-
-    return {module.name for module in pkgutil.iter_modules(matplotlib.__path__)}
+    return (reached & not_loaded) - imported
 
 
 def test_notebook_code_imports_each_matplotlib_module_it_uses():
     """The runner has imported pyplot before a notebook starts; a reader's Python has not. So no
     notebook, and no module a notebook fetches, may reach a matplotlib module that a bare
     ``import matplotlib`` does not load without importing it (a planted case is caught)."""
+    import pkgutil
+
+    import matplotlib
+
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, matplotlib; print(' '.join(sorted({m.split('.')[1] "
          "for m in sys.modules if m.startswith('matplotlib.')})))"],
         capture_output=True, text=True, check=True).stdout.split()
-    assert "pyplot" not in loaded and "patches" not in loaded, loaded
+    not_loaded = {module.name for module in pkgutil.iter_modules(matplotlib.__path__)} - set(loaded)
+    assert {"pyplot", "patches"} <= not_loaded, loaded
     planted = "import matplotlib\nmatplotlib.patches.Rectangle((0, 0), 1, 1)\n"
-    assert _unimported_matplotlib_modules(planted, set(loaded)) == {"patches"}
+    assert _unimported_matplotlib_modules(planted, not_loaded) == {"patches"}
     sources = sorted((ROOT / "docs" / "notebooks").glob("*.py")) + sorted((ROOT / "src").glob("llm_attention*/*.py"))
     found = {str(path.relative_to(ROOT)): modules for path in sources
-             if (modules := _unimported_matplotlib_modules(path.read_text(encoding="utf8"), set(loaded)))}
+             if (modules := _unimported_matplotlib_modules(path.read_text(encoding="utf8"), not_loaded))}
     assert not found, f"matplotlib modules used without their import: {found}"
