@@ -28,40 +28,52 @@ _TEXT_CONTRAST = """() => {
     const parse = c => (c.match(/[\\d.]+/g) || []).map(Number).concat([1]).slice(0, 4);
     const over = (top, below) => top.slice(0, 3).map((v, i) => v * top[3] + below[i] * (1 - top[3])).concat([1]);
     const mix = (a, b, share) => a.slice(0, 3).map((v, i) => v * share + b[i] * (1 - share)).concat([1]);
-    const styles = new Map();
-    const layer = e => {  // an element's own background, its opacity, and any gradient's colours
-        if (!styles.has(e)) {
-            const style = getComputedStyle(e), image = style.backgroundImage;
-            // A scroll shadow (extra.css: covers in the background's colour, attached to the
-            // content) shows only at an edge with more content beyond it: text is weighed
-            // against the background. Any other gradient: against each of its colours too.
-            const stops = image === 'none' || style.backgroundAttachment.includes('local') ? []
-                : (image.match(/rgba?\\([^)]*\\)/g) || []).map(parse);
-            styles.set(e, image.includes('url(') ? null
-                : {background: parse(style.backgroundColor), opacity: parseFloat(style.opacity), stops});
-        }
-        return styles.get(e);
+    // An element's own layer: its background, its opacity, and any gradient's colours; null
+    // for a background image. A layer that changes nothing (transparent, opaque, no gradient)
+    // is left out of the chains below, so that most texts share a few chains.
+    const layer = style => {
+        const image = style.backgroundImage;
+        if (image.includes('url(')) return null;
+        // A scroll shadow (extra.css: covers in the background's colour, attached to the
+        // content) shows only at an edge with more content beyond it: text is weighed
+        // against the background. Any other gradient: against each of its colours too.
+        const stops = image === 'none' || style.backgroundAttachment.includes('local') ? []
+            : (image.match(/rgba?\\([^)]*\\)/g) || []).map(parse);
+        const own = {background: parse(style.backgroundColor), opacity: parseFloat(style.opacity), stops};
+        return own.background[3] === 0 && own.opacity === 1 && !stops.length ? undefined : own;
     };
-    // The colours of a text pixel and of the background beside it: each ancestor's background
+    // The layers from the root down to an element (null: an image behind it), and a name that
+    // two elements share when their layers are the same; computed once per element.
+    const chains = new Map(), names = new Map();
+    const chain = element => {
+        if (!element) return {layers: [], name: 0};
+        if (chains.has(element)) return chains.get(element);
+        const above = chain(element.parentElement), own = above && layer(getComputedStyle(element));
+        let found = null;
+        if (above && own !== null) {
+            if (own === undefined) found = above;
+            else {
+                const key = above.name + ' ' + JSON.stringify(own);
+                if (!names.has(key)) names.set(key, names.size + 1);
+                found = {layers: [...above.layers, own], name: names.get(key)};
+            }
+        }
+        chains.set(element, found);
+        return found;
+    };
+    // The colours of a text pixel and of the background beside it: each layer's background
     // drawn over what is below it, each group faded by its opacity (exact for normal blending).
     // One pair for the plain backgrounds, and one more for each colour of a gradient.
-    const pixels = element => {
-        const chain = [];
-        for (let e = element; e; e = e.parentElement) {
-            const own = layer(e);
-            if (own === null) return null;  // an image behind the text: not composable here
-            chain.unshift(own);
-        }
-        const text = parse(getComputedStyle(element).color);
+    const pixels = (layers, text) => {
         const render = (i, below, withText, stop) => {
-            if (i === chain.length) return withText ? over(text, below) : below;
-            const {background, opacity} = chain[i];
+            if (i === layers.length) return withText ? over(text, below) : below;
+            const {background, opacity} = layers[i];
             let here = over(background, below);
             if (stop && stop[0] === i) here = over(stop[1], here);
             return mix(render(i + 1, here, withText, stop), below, opacity);
         };
         const white = [255, 255, 255, 1];
-        const stops = [null, ...chain.flatMap((own, i) => own.stops.map(colour => [i, colour]))];
+        const stops = [null, ...layers.flatMap((own, i) => own.stops.map(colour => [i, colour]))];
         return stops.map(stop => [render(0, white, true, stop), render(0, white, false, stop)]);
     };
     const luminance = rgb => rgb.slice(0, 3).map(v => v / 255)
@@ -91,27 +103,31 @@ _TEXT_CONTRAST = """() => {
         }
         return opacity > 0.05 && box.right + scrollX > 0 && box.bottom + scrollY > 0;
     };
-    const hasText = e => [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    const hasText = e => {
+        for (const node of e.childNodes) if (node.nodeType === 3 && node.data.trim()) return true;
+        return false;
+    };
     const name = e => e.tagName.toLowerCase() + (typeof e.className === 'string' && e.className.trim()
         ? '.' + e.className.trim().split(/\\s+/).join('.') : '');
     const passed = new Set(), low = [], unknown = [];
     let texts = 0;
     for (const element of document.body.querySelectorAll('*')) {
         if (!hasText(element) || !element.getClientRects().length) continue;
-        if (element.closest('script, style, noscript, template, .katex-mathml')) continue;  // never drawn
-        if (element.closest(':disabled, [aria-disabled="true"]')) continue;  // inactive controls
+        // Never drawn, or an inactive control
+        if (element.closest('script, style, noscript, template, .katex-mathml, :disabled, [aria-disabled="true"]')) continue;
         const style = getComputedStyle(element);
         if (style.visibility !== 'visible') continue;
         texts += 1;
-        const found = pixels(element);
-        if (found === null) { if (shown(element)) unknown.push(name(element)); continue; }
+        const layers = chain(element);
+        if (layers === null) { if (shown(element)) unknown.push(name(element)); continue; }
         const size = parseFloat(style.fontSize), bold = parseInt(style.fontWeight) >= 700;
-        const key = [JSON.stringify(found), size, bold].join('|');
+        const key = [layers.name, style.color, size, bold].join('|');  // the same text on the same layers
         if (passed.has(key)) continue;
         const contrast = ([text, backdrop]) => {
             const [a, b] = [luminance(text), luminance(backdrop)];
             return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
         };
+        const found = pixels(layers.layers, parse(style.color));
         const ratios = found.map(contrast), ratio = Math.min(...ratios);
         const [text, backdrop] = found[ratios.indexOf(ratio)];  // the worst of them
         const large = size >= 24 || (bold && size >= 18.66);  // 18 pt, or 14 pt bold
