@@ -2,15 +2,16 @@
 
 Every page runs its code at build time (markdown-exec blocks, executed notebooks). A change to one
 page's prose makes ``mkdocs serve`` rebuild every page, so without a cache each save re-runs all
-the code of the site. This hook stores what each block printed and what each notebook rendered,
-under a key made of everything that can change it:
+the code of the site. This hook stores what each block printed, what each notebook rendered
+and how each chart was drawn, under a key made of everything that can change it:
 
 - the fingerprint of the build: every file under ``src/``, ``hooks/`` and ``benchmarks/`` (the
   pages include and read them), ``mkdocs.yml``, the Python version and the name and version of
   every installed package;
 - for a markdown-exec block: its page, its session, the code of every block of that session that
   came before it on the page, its own code and options;
-- for a notebook: its source file and the renderer's options.
+- for a notebook: its source file and the renderer's options;
+- for a chart (a mermaid fence, drawn by ``llm_attention_site.diagrams``): its source.
 
 A block whose key is stored is not executed; its session's earlier blocks are run (their output
 discarded) as soon as a later block of the session misses, so a block never runs without the
@@ -117,6 +118,18 @@ class ExecCache:
         self._store(key, body)
         return body
 
+    def render_diagram(self, source: str, render: Callable[[str], str]) -> str:
+        """A chart's HTML (``llm_attention_site.diagrams.render``): stored, or drawn now."""
+        key = _key("diagram", self.fingerprint, source)
+        stored = self._load(key)
+        if stored is not None:
+            self.hits += 1
+            return stored
+        self.misses += 1
+        html = render(source)
+        self._store(key, html)
+        return html
+
 
 # --- MkDocs hook -------------------------------------------------------------------------------
 
@@ -187,3 +200,16 @@ def _install() -> None:
 
     cached_render.__wrapped__ = original_render
     convert.nb2html = cached_render
+
+    from llm_attention_site import diagrams  # its fence formatter calls diagrams.render
+
+    original_diagram = getattr(diagrams.render, "__wrapped__", diagrams.render)
+
+    def cached_diagram(source):
+        cache = _state["cache"]
+        if cache is None:
+            return original_diagram(source)
+        return cache.render_diagram(source, original_diagram)
+
+    cached_diagram.__wrapped__ = original_diagram
+    diagrams.render = cached_diagram

@@ -152,3 +152,26 @@ def test_the_build_uses_the_cache_only_when_asked(monkeypatch):
     monkeypatch.setenv(exec_cache.SWITCH, "0")
     exec_cache.on_startup(command="serve", dirty=False)
     assert not exec_cache.enabled()
+
+
+def test_a_chart_is_drawn_once_per_source_and_fingerprint_and_a_failure_is_not_stored(tmp_path):
+    drawn = []
+
+    def render(source):
+        drawn.append(source)
+        if "bad" in source:
+            raise ValueError("cannot draw")
+        return f"<div>{source}</div>"
+
+    cache = exec_cache.ExecCache(tmp_path, "f")
+    first = cache.render_diagram("flowchart TD\n  a --> b", render)
+    assert cache.render_diagram("flowchart TD\n  a --> b", render) == first == "<div>flowchart TD\n  a --> b</div>"
+    assert len(drawn) == 1
+    assert cache.render_diagram("flowchart TD\n  a --> c", render) != first and len(drawn) == 2
+    assert exec_cache.ExecCache(tmp_path, "g").render_diagram("flowchart TD\n  a --> b", render) == first
+    assert len(drawn) == 3  # another fingerprint (a change under src/, say) draws it again
+    with pytest.raises(ValueError):
+        cache.render_diagram("bad", render)
+    with pytest.raises(ValueError):
+        cache.render_diagram("bad", render)
+    assert drawn.count("bad") == 2

@@ -260,7 +260,10 @@ def sampled(path: str) -> bool:
 # what a first visit loads follows from their HTML, and is counted from the files; the samples,
 # visited in the browser, check that this count holds every file a browser transfers.
 STATIC_PAGES = [p for p in PAGES if p.startswith("reference/") and not sampled(p)]
-BROWSER_PAGES = [p for p in PAGES if p not in STATIC_PAGES]
+# The pages with the most checks go first (explorers, then pages of their own with the WCAG
+# checks, then the samples of a template): the workers then end together, on short pages.
+BROWSER_PAGES = sorted((p for p in PAGES if p not in STATIC_PAGES), key=lambda p: (
+    p not in figure_checks.EXPLORER_PAGES, p.startswith(("reference/", "notebooks/")), p))
 _LINKED = re.compile(r'<link\b[^>]*\brel="(?:stylesheet|icon)"[^>]*\bhref="([^"]+)"|<script\b[^>]*\bsrc="([^"]+)"')
 
 
@@ -284,70 +287,6 @@ def static_first_visit(site_dir: pathlib.Path, path: str) -> dict[str, int]:
 
 _RAW_TEX = re.compile(r"\\\(|\\\[|\$\\[a-zA-Z]|\$\$")
 _SKIPPED = re.compile(r"<(pre|code|script|style)\b.*?</\1>|<span class=\"katex\b.*?</math>", re.DOTALL)
-
-
-@pytest.mark.parametrize("path", STATIC_PAGES)
-def test_api_page_weight_and_math(built_site, path):
-    """Within the byte budget, every formula typeset at build, no raw TeX in the prose."""
-    sizes = static_first_visit(built_site.site_dir, path)
-    total = sum(sizes.values())
-    biggest = sorted(sizes.items(), key=lambda item: -item[1])[:3]
-    assert total <= PAGE_BUDGET, f"a first visit loads {total:,} bytes, over {PAGE_BUDGET:,}: {biggest}"
-    html = (built_site.site_dir / path / "index.html").read_text(encoding="utf8")
-    # Formulas are elements; a listing may hold the same words as text (stepper.py writes them).
-    math = len(re.findall(r'<(?:span|div) class="arithmatex">', html))
-    typeset = len(re.findall(r'<(?:span|div) class="arithmatex"><span class="katex', html))
-    assert math == typeset and "katex-error" not in html, f"{math - typeset} formulas not typeset"
-    prose = re.sub(r"<[^>]+>", " ", _SKIPPED.sub(" ", html))
-    assert not _RAW_TEX.search(prose), f"raw TeX: {_RAW_TEX.search(prose).group(0)!r}"
-
-
-@pytest.mark.parametrize("path", BROWSER_PAGES, ids=lambda p: p or "home")
-def test_page_in_the_browser(built_site, browser, path):
-    """One visit per page runs every check that applies to it, in an order where the checks
-    that change the page (scrolling, hovering, clicking, narrowing the window) come last, and
-    reports every check that failed."""
-    page, errors, outside, fetched = visit(browser, built_site.url + path)
-    fetched = list(fetched)  # what had finished before the record below is read
-    first_visit = transferred(page)  # before any scrolling
-    errors_on_arrival = list(errors)
-    checks = [
-        ("first visit", lambda: check_first_visit(path, first_visit, fetched, errors_on_arrival, outside)),
-        ("math, diagrams, images", lambda: check_math_diagrams_and_images(page)),
-    ]
-    if path == "chapters/causal-attention/":
-        checks.append(("lazy figures", lambda: figure_checks.check_lazy_figures(page, first_visit)))
-    if path in figure_checks.FIGURE_PAGES:
-        checks.append(("weights figures", lambda: figure_checks.check_weights_figures(page, path)))
-    if path in figure_checks.EXPLORER_PAGES:
-        checks.append(("explorable figure", lambda: figure_checks.check_explorer(page)))
-    if path == "notebooks/toy_heatmap/":
-        checks.append(("notebook downloads", lambda: check_notebook_downloads(page)))
-    if path == "":
-        checks.append(("home page", lambda: check_home(page)))
-        checks.append(("site map", lambda: figure_checks.check_site_map(page)))
-    if path in REFERENCE_SAMPLES:  # the other API pages are counted from their files
-        checks.append(("count from the files", lambda: check_static_count(built_site, path, first_visit)))
-    if sampled(path):
-        checks.append(("keyboard", lambda: axe_checks.check_keyboard(page)))
-        checks.append(("WCAG 2.2 AA (axe-core), both palettes", lambda: axe_checks.check_wcag(page)))
-    checks.append(("figures, tables, headings, listings", lambda: figure_rules.check_figure_rules(page)))
-    if path in figure_checks.EXPLORER_PAGES:  # at the phone's width the rules end at
-        checks.append(("explorable figure at 390 px", lambda: figure_checks.check_explorer_phone_layout(page)))
-    if path in figure_checks.CHAPTERS:
-        checks.append(("phone width", lambda: figure_checks.check_phone_width(page)))
-    failures = []
-    for name, check in checks:
-        try:
-            check()
-        except AssertionError as failure:
-            failures.append(f"{name}: {failure}")
-        if name == "math, diagrams, images":
-            shoot(page, path)  # the page as a reader first sees it, before any check changes it
-    if len(errors) > len(errors_on_arrival):  # searching, hovering, clicking must not log errors either
-        failures.append(f"console errors during the checks: {errors[len(errors_on_arrival):]}")
-    page.close()
-    assert not failures, "\n".join(failures)
 
 
 # Each planted style, alone on a page that passes: what the contrast check must say of it.
@@ -414,6 +353,70 @@ def test_the_contrast_check_finds_planted_low_contrast(built_site, browser):
             missed.append(f"{style}: not found in the {palette} palette: {found}")
     page.close()
     assert not missed, "\n".join(missed)
+
+
+@pytest.mark.parametrize("path", BROWSER_PAGES, ids=lambda p: p or "home")
+def test_page_in_the_browser(built_site, browser, path):
+    """One visit per page runs every check that applies to it, in an order where the checks
+    that change the page (scrolling, hovering, clicking, narrowing the window) come last, and
+    reports every check that failed."""
+    page, errors, outside, fetched = visit(browser, built_site.url + path)
+    fetched = list(fetched)  # what had finished before the record below is read
+    first_visit = transferred(page)  # before any scrolling
+    errors_on_arrival = list(errors)
+    checks = [
+        ("first visit", lambda: check_first_visit(path, first_visit, fetched, errors_on_arrival, outside)),
+        ("math, diagrams, images", lambda: check_math_diagrams_and_images(page)),
+    ]
+    if path == "chapters/causal-attention/":
+        checks.append(("lazy figures", lambda: figure_checks.check_lazy_figures(page, first_visit)))
+    if path in figure_checks.FIGURE_PAGES:
+        checks.append(("weights figures", lambda: figure_checks.check_weights_figures(page, path)))
+    if path in figure_checks.EXPLORER_PAGES:
+        checks.append(("explorable figure", lambda: figure_checks.check_explorer(page)))
+    if path == "notebooks/toy_heatmap/":
+        checks.append(("notebook downloads", lambda: check_notebook_downloads(page)))
+    if path == "":
+        checks.append(("home page", lambda: check_home(page)))
+        checks.append(("site map", lambda: figure_checks.check_site_map(page)))
+    if path in REFERENCE_SAMPLES:  # the other API pages are counted from their files
+        checks.append(("count from the files", lambda: check_static_count(built_site, path, first_visit)))
+    if sampled(path):
+        checks.append(("keyboard", lambda: axe_checks.check_keyboard(page)))
+        checks.append(("WCAG 2.2 AA (axe-core), both palettes", lambda: axe_checks.check_wcag(page)))
+    checks.append(("figures, tables, headings, listings", lambda: figure_rules.check_figure_rules(page)))
+    if path in figure_checks.EXPLORER_PAGES:  # at the phone's width the rules end at
+        checks.append(("explorable figure at 390 px", lambda: figure_checks.check_explorer_phone_layout(page)))
+    if path in figure_checks.CHAPTERS:
+        checks.append(("phone width", lambda: figure_checks.check_phone_width(page)))
+    failures = []
+    for name, check in checks:
+        try:
+            check()
+        except AssertionError as failure:
+            failures.append(f"{name}: {failure}")
+        if name == "math, diagrams, images":
+            shoot(page, path)  # the page as a reader first sees it, before any check changes it
+    if len(errors) > len(errors_on_arrival):  # searching, hovering, clicking must not log errors either
+        failures.append(f"console errors during the checks: {errors[len(errors_on_arrival):]}")
+    page.close()
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("path", STATIC_PAGES)
+def test_api_page_weight_and_math(built_site, path):
+    """Within the byte budget, every formula typeset at build, no raw TeX in the prose."""
+    sizes = static_first_visit(built_site.site_dir, path)
+    total = sum(sizes.values())
+    biggest = sorted(sizes.items(), key=lambda item: -item[1])[:3]
+    assert total <= PAGE_BUDGET, f"a first visit loads {total:,} bytes, over {PAGE_BUDGET:,}: {biggest}"
+    html = (built_site.site_dir / path / "index.html").read_text(encoding="utf8")
+    # Formulas are elements; a listing may hold the same words as text (stepper.py writes them).
+    math = len(re.findall(r'<(?:span|div) class="arithmatex">', html))
+    typeset = len(re.findall(r'<(?:span|div) class="arithmatex"><span class="katex', html))
+    assert math == typeset and "katex-error" not in html, f"{math - typeset} formulas not typeset"
+    prose = re.sub(r"<[^>]+>", " ", _SKIPPED.sub(" ", html))
+    assert not _RAW_TEX.search(prose), f"raw TeX: {_RAW_TEX.search(prose).group(0)!r}"
 
 
 def test_the_header_links_the_repository_only_when_told(built_site):

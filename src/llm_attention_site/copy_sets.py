@@ -17,6 +17,7 @@ used by the Markdown extension ``llm_attention_site.copy_sets``).
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import pathlib
 import re
@@ -52,7 +53,14 @@ def copyable_modules() -> list[str]:
 
 def sibling_imports(name: str) -> list[str]:
     """The package's modules that ``name`` imports directly (relative imports only)."""
-    tree = ast.parse((PACKAGE / name).read_text(encoding="utf8"))
+    return list(_relative_imports((PACKAGE / name).read_text(encoding="utf8")))
+
+
+@functools.lru_cache(maxsize=256)
+def _relative_imports(source: str) -> tuple[str, ...]:
+    # Keyed by the source itself: a build asks for each module's imports hundreds of
+    # times, and a file edited under ``mkdocs serve`` is parsed again.
+    tree = ast.parse(source)
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 1:
@@ -60,7 +68,7 @@ def sibling_imports(name: str) -> list[str]:
                 found |= {f"{alias.name}.py" for alias in node.names}
             else:  # from .checks import check_size
                 found.add(f"{node.module}.py")
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def copy_set(name: str) -> list[str]:
