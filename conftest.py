@@ -7,8 +7,15 @@ shared fixtures (one strict site build for the whole run, a headless browser).
 
 import os
 import pathlib
+import sys
 
 pytest_plugins = ["tests.fences"]
+
+# pytest rewrites the asserts of every test module when it imports it, and keeps the result
+# beside the module, unless PYTHONDONTWRITEBYTECODE is set (some CI images set it): then every
+# worker rewrites them again on every run, about 1.3 s each. The test run keeps them (in the
+# __pycache__ folders git ignores), as it keeps its other caches.
+sys.dont_write_bytecode = False
 
 # Pages and tests that train a model share one run, kept on disk (llm_attention.induction);
 # LLM_ATTENTION_RUN_CACHE="" turns the disk copy off.
