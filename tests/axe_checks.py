@@ -193,22 +193,33 @@ def _scheme(page) -> str:
     return page.evaluate("document.body.getAttribute('data-md-color-scheme')")
 
 
-def _assert_focus_shown(page, what: str) -> None:
-    shown = page.evaluate(_FOCUS_SHOWN)
+def _assert_shown(shown, what: str) -> None:
     assert shown and (shown["outline"] or shown["shadow"]), f"{what}: the focus is not shown ({shown})"
+
+
+def _assert_focus_shown(page, what: str) -> None:
+    _assert_shown(page.evaluate(_FOCUS_SHOWN), what)
+
+
+# Where Tab has moved the focus: whether it is the palette switch, and what it shows (one
+# round trip per key press).
+_ON_SWITCH = f"""() => ({{palette: document.activeElement.name === '__palette', shown: ({_FOCUS_SHOWN})()}})"""
 
 
 def switch_palette_with_keyboard(page) -> None:
     """Tab from the top of the page to the palette switch, check it shows the focus, press Enter."""
-    page.locator(".md-header a.md-logo").focus()  # Tab goes on from the element before the switch
-    before = _scheme(page)
+    before = page.evaluate("""() => {
+        document.querySelector('.md-header a.md-logo').focus();  // Tab goes on from here
+        return document.body.getAttribute('data-md-color-scheme');
+    }""")
     for _ in range(6):
         page.keyboard.press("Tab")
-        if page.evaluate("document.activeElement.name === '__palette'"):
+        where = page.evaluate(_ON_SWITCH)
+        if where["palette"]:
             break
     else:
         raise AssertionError("the palette switch cannot be reached with the Tab key")
-    _assert_focus_shown(page, "palette switch")
+    _assert_shown(where["shown"], "palette switch")
     page.keyboard.press("Enter")
     page.wait_for_function("s => document.body.getAttribute('data-md-color-scheme') !== s", arg=before)
 
