@@ -203,7 +203,9 @@ def _install() -> None:
 
     from llm_attention_site import diagrams  # its fence formatter calls diagrams.render
 
-    original_diagram = getattr(diagrams.render, "__wrapped__", diagrams.render)
+    # The function as the module defines it (with its own in-memory cache, which keeps serving
+    # rebuilds when this cache is off), not a wrapper left by an earlier build of this process.
+    original_diagram = getattr(diagrams.render, "_before_exec_cache", diagrams.render)
 
     def cached_diagram(source):
         cache = _state["cache"]
@@ -211,5 +213,5 @@ def _install() -> None:
             return original_diagram(source)
         return cache.render_diagram(source, original_diagram)
 
-    cached_diagram.__wrapped__ = original_diagram
+    cached_diagram._before_exec_cache = original_diagram
     diagrams.render = cached_diagram

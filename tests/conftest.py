@@ -126,9 +126,11 @@ def _run_includes(config, target: pathlib.Path) -> bool:
 
 
 def _exit_at_once() -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(0)
 
 
 def pytest_configure(config):

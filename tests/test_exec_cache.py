@@ -175,3 +175,30 @@ def test_a_chart_is_drawn_once_per_source_and_fingerprint_and_a_failure_is_not_s
     with pytest.raises(ValueError):
         cache.render_diagram("bad", render)
     assert drawn.count("bad") == 2
+
+
+def test_the_hook_routes_charts_through_the_cache_and_keeps_the_module_s_own_render(tmp_path, monkeypatch):
+    """Installed once per build (twice here, as two builds of one serve process do), the hook
+    keeps calling the module's own ``render``, with its in-memory cache, never a wrapper of a
+    wrapper; with the cache on, a stored chart is not drawn again."""
+    from markdown_exec._internal import main as exec_main
+    from mkdocs_jupyter import convert
+
+    from llm_attention_site import diagrams
+
+    own = diagrams.render
+    assert hasattr(own, "cache_info"), "diagrams.render lost its in-memory cache: update this test"
+    for name in ("python", "py"):  # restored after the test, as everything _install patches
+        monkeypatch.setitem(exec_main.formatters, name, exec_main.formatters[name])
+    monkeypatch.setattr(convert, "nb2html", convert.nb2html)
+    monkeypatch.setattr(diagrams, "render", own)
+    monkeypatch.setitem(exec_cache._state, "cache", None)
+    exec_cache._install()
+    exec_cache._install()
+    assert diagrams.render is not own and diagrams.render._before_exec_cache is own
+    source = "flowchart TD\n    a --> b"
+    assert diagrams.render(source) == own(source)  # cache off: the module's render
+    cache = exec_cache.ExecCache(tmp_path, "f")
+    monkeypatch.setitem(exec_cache._state, "cache", cache)
+    first = diagrams.render(source)
+    assert diagrams.render(source) == first and (cache.misses, cache.hits) == (1, 1)

@@ -260,10 +260,10 @@ def sampled(path: str) -> bool:
 # what a first visit loads follows from their HTML, and is counted from the files; the samples,
 # visited in the browser, check that this count holds every file a browser transfers.
 STATIC_PAGES = [p for p in PAGES if p.startswith("reference/") and not sampled(p)]
-# The pages with the most checks go first (explorers, then pages of their own with the WCAG
-# checks, then the samples of a template): the workers then end together, on short pages.
+# The pages with the most checks go first (explorers, then every page the keyboard and WCAG
+# checks run on, then the other notebook pages): the workers then end together, on short pages.
 BROWSER_PAGES = sorted((p for p in PAGES if p not in STATIC_PAGES), key=lambda p: (
-    p not in figure_checks.EXPLORER_PAGES, p.startswith(("reference/", "notebooks/")), p))
+    p not in figure_checks.EXPLORER_PAGES, not sampled(p), p))
 _LINKED = re.compile(r'<link\b[^>]*\brel="(?:stylesheet|icon)"[^>]*\bhref="([^"]+)"|<script\b[^>]*\bsrc="([^"]+)"')
 
 
