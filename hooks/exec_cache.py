@@ -106,29 +106,24 @@ class ExecCache:
         self._store(key, output)
         return output
 
+    def _stored_or_made(self, key: str, make: Callable[[], str]) -> str:
+        stored = self._load(key)
+        if stored is not None:
+            self.hits += 1
+            return stored
+        self.misses += 1
+        made = make()
+        self._store(key, made)
+        return made
+
     def render_notebook(self, path: str, options: dict, render: Callable[..., str]) -> str:
         source = pathlib.Path(path).read_bytes()
         key = _key("notebook", self.fingerprint, path, hashlib.sha256(source).hexdigest(), options)
-        stored = self._load(key)
-        if stored is not None:
-            self.hits += 1
-            return stored
-        self.misses += 1
-        body = render(path, **options)
-        self._store(key, body)
-        return body
+        return self._stored_or_made(key, lambda: render(path, **options))
 
     def render_diagram(self, source: str, render: Callable[[str], str]) -> str:
         """A chart's HTML (``llm_attention_site.diagrams.render``): stored, or drawn now."""
-        key = _key("diagram", self.fingerprint, source)
-        stored = self._load(key)
-        if stored is not None:
-            self.hits += 1
-            return stored
-        self.misses += 1
-        html = render(source)
-        self._store(key, html)
-        return html
+        return self._stored_or_made(_key("diagram", self.fingerprint, source), lambda: render(source))
 
 
 # --- MkDocs hook -------------------------------------------------------------------------------
