@@ -32,6 +32,7 @@ import json
 import os
 import pathlib
 import sys
+import threading
 from collections import defaultdict
 from typing import Callable
 
@@ -71,12 +72,20 @@ class ExecCache:
         self.directory = pathlib.Path(directory)
         self.fingerprint = fingerprint
         self.hits = self.misses = 0
+        self._counting = threading.Lock()  # notebooks render in a thread (hooks/notebooks_ahead.py)
         self._chains: dict[tuple[str, str], list[str]] = defaultdict(list)  # code seen so far
         self._pending: dict[tuple[str, str], list[tuple[str, dict]]] = defaultdict(list)  # not yet run
 
     def _load(self, key: str):
         path = self.directory / key[:2] / f"{key}.json"
         return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
+
+    def _count(self, hit: bool) -> None:
+        with self._counting:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
 
     def _store(self, key: str, value) -> None:
         path = self.directory / key[:2] / f"{key}.json"
@@ -92,12 +101,11 @@ class ExecCache:
         stored = self._load(key)
         if session:
             chain.append(code)
+        self._count(hit=stored is not None)
         if stored is not None:
-            self.hits += 1
             if session:
                 self._pending[(page, session)].append((code, options))
             return stored
-        self.misses += 1
         if session:  # bring the session to the state the full build gives this block
             pending = self._pending.pop((page, session), [])
             for earlier, earlier_options in pending:
@@ -108,10 +116,9 @@ class ExecCache:
 
     def _stored_or_made(self, key: str, make: Callable[[], str]) -> str:
         stored = self._load(key)
+        self._count(hit=stored is not None)
         if stored is not None:
-            self.hits += 1
             return stored
-        self.misses += 1
         made = make()
         self._store(key, made)
         return made

@@ -7,13 +7,23 @@ block that raised); this test is the one that fails, with that cause and the log
 
 from __future__ import annotations
 
+import pathlib
+
 from tests.build_site import failure_cause
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_the_site_builds_strictly(site_build):
     assert site_build["returncode"] == 0, (
         f"the site did not build: {site_build['cause']}\n\n{site_build['log']}"
     )
+
+
+def test_every_notebook_page_took_its_notebook_rendered_ahead(site_build):
+    """hooks/notebooks_ahead.py: each notebook rendered once, in the background, and used."""
+    notebooks = len(list((ROOT / "docs" / "notebooks").glob("*.py")))
+    assert f"notebooks run ahead of their pages: {notebooks} used, 0 unused" in site_build["log"]
 
 
 LOG = """INFO    -  Building documentation...
