@@ -9,18 +9,24 @@ executed-output cache of hooks/exec_cache.py when it is on), and the plugin's ca
 notebook's page takes that result. A call this hook did not start, or with other options,
 renders as before. A notebook that fails raises its error at its page, as it did.
 
-The kernels started from here wait for work without spinning (``OMP_WAIT_POLICY=PASSIVE``, unless
-set already): with both processes computing on two cores, OpenMP threads that spin while they
-wait take the core the other process needs (measured on a cold build: 68 s with spinning
-kernels, 50 s without, 75 s with the notebooks rendered in turn).
+From then on the build's environment holds ``OMP_WAIT_POLICY=PASSIVE`` (unless it is set already),
+so that the kernels, and every other program the build starts, wait for work without spinning:
+with both processes computing on two cores, OpenMP threads that spin while they wait take the
+core the other process needs. The build process keeps its own setting (torch has started by
+then). A build that runs every notebook, on two cores here: 73-94 s with the notebooks rendered
+in turn, about 68 s with them ahead but spinning, 50-58 s as it is now.
+
+Interrupted (Ctrl-C), the build exits once the notebook under way has finished.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
 import pathlib
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 PLUGIN = "mkdocs-jupyter"
@@ -29,7 +35,15 @@ PLUGIN = "mkdocs-jupyter"
 PASSED = ("kernel_name", "theme", "allow_errors", "show_input", "no_input", "no_prompt",
           "remove_tag_config", "highlight_extra_classes", "include_requirejs", "custom_mathjax_url")
 
+# What a notebook's first render imports (listed from sys.modules before and after one), imported
+# here first, in the build's own thread: imported in the background, a module could be seen
+# half-imported by code that looks it up in sys.modules without importing it, as matplotlib's
+# pyplot does with IPython on its first figure (a block of the home page failed so).
+IMPORTED_FIRST = ("IPython", "ipykernel.kernelspec", "psutil", "mistune", "jinja2.ext")
+
 _state: dict = {"executor": None, "ahead": {}, "used": 0}
+# One render at a time: mkdocs-jupyter numbers each notebook's cells in a module-level counter.
+_rendering = threading.Lock()
 log = logging.getLogger("mkdocs")
 
 
@@ -53,7 +67,7 @@ def _stop() -> None:
     _state.update(executor=None, ahead={}, used=0)
 
 
-def on_nav(nav, config, files):  # a build's last step before the pages (not run to list the files)
+def on_nav(nav, config, files):  # before the first page; never called by code that only lists the files
     from mkdocs_jupyter import convert
 
     _stop()
@@ -61,21 +75,29 @@ def on_nav(nav, config, files):  # a build's last step before the pages (not run
     if plugin is None or plugin.config["cache"]:  # the plugin's own cache would skip the call
         return nav
     render = getattr(convert.nb2html, "_ahead_of", convert.nb2html)  # as installed this build
-    notebooks = [file.abs_src_path for file in files if plugin.should_include(file)]
+    notebooks = [file.abs_src_path for file in files
+                 if plugin.should_include(file) and file.inclusion.is_included()]
     if not notebooks:
         return nav
+    for module in IMPORTED_FIRST:
+        importlib.import_module(module)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read by each kernel's OpenMP as it starts
+
+    def one_at_a_time(path, **options):
+        with _rendering:
+            return render(path, **options)
+
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notebooks-ahead")
     ahead: dict[str, Future] = {}
+    _state.update(executor=executor, ahead=ahead)  # before any submit: on_build_error stops them
     for path in notebooks:
         options = _options(plugin.config, path)
-        ahead[_key(path, options)] = executor.submit(render, path, **options)
-    _state.update(executor=executor, ahead=ahead)
+        ahead[_key(path, options)] = executor.submit(one_at_a_time, path, **options)
 
     def nb2html(path, **options):
         future = _state["ahead"].pop(_key(path, options), None)
         if future is None:
-            return render(path, **options)
+            return one_at_a_time(path, **options)
         _state["used"] += 1
         return future.result()
 

@@ -107,6 +107,7 @@ def main(out: pathlib.Path) -> int:
         cwd=ROOT, capture_output=True, text=True, env=env,
     )
     log = done.stdout + done.stderr
+    (out / "build.log").write_text(log, encoding="utf8")  # whole, where the status keeps its tail
     status = {
         "returncode": done.returncode,
         "cause": failure_cause(log) if done.returncode else None,

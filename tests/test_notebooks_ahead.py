@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 import pathlib
+import os
 import threading
+from concurrent.futures import wait
 
 import pytest
 from mkdocs.config import load_config
@@ -50,6 +52,13 @@ class Renderer:
         return f"<p>{pathlib.Path(path).name} {sorted(options.items())}</p>"
 
 
+@pytest.fixture(autouse=True)
+def environment(monkeypatch):
+    """The hook sets OMP_WAIT_POLICY in this process: put it back as it was after each test."""
+    monkeypatch.setenv("OMP_WAIT_POLICY", "unset")
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+
+
 @pytest.fixture
 def renderer(monkeypatch):
     render = Renderer()
@@ -87,10 +96,42 @@ def test_each_page_takes_the_notebook_rendered_ahead_in_another_thread(site, ren
     assert f"notebooks run ahead of their pages: {len(notebooks)} used, 0 unused" in caplog.text
 
 
+def test_what_a_render_imports_is_imported_before_the_renders_start(site, monkeypatch):
+    """The list is imported by the build's own thread, and before the first render starts in
+    the background: a module half-imported there could be seen by the build's thread."""
+    import importlib
+
+    config, files, notebooks = site
+    imported, seen = [], []
+
+    class Importer:
+        @staticmethod
+        def import_module(name):
+            imported.append((name, threading.current_thread().name))
+            return importlib.import_module(name)
+
+    def render(path, **options):
+        seen.append(len(imported))
+        return ""
+
+    monkeypatch.setattr(notebooks_ahead, "importlib", Importer)
+    monkeypatch.setattr(convert, "nb2html", render)
+    try:
+        notebooks_ahead.on_nav(None, config, files)
+        for file in notebooks:
+            _page_render(config, files, file)
+    finally:
+        notebooks_ahead._stop()
+    assert "IPython" in notebooks_ahead.IMPORTED_FIRST
+    assert imported == [(name, threading.current_thread().name) for name in notebooks_ahead.IMPORTED_FIRST]
+    assert seen == [len(notebooks_ahead.IMPORTED_FIRST)] * len(notebooks), seen
+
+
 def test_a_call_with_other_options_renders_then_and_there(site, renderer):
     config, files, notebooks = site
     notebooks_ahead.on_nav(None, config, files)
     path = notebooks[0].abs_src_path
+    wait(list(notebooks_ahead._state["ahead"].values()))  # the background's calls are all in
     before = len(renderer.calls)
     shown = convert.nb2html(path, execute=False)
     assert renderer.calls[before:] == [(path, {"execute": False})]
@@ -131,3 +172,13 @@ def test_a_second_build_renders_afresh_through_what_is_installed_then(site, rend
     monkeypatch.setattr(convert, "nb2html", first)  # a rebuild without exec_cache: its own wrapper
     notebooks_ahead.on_nav(None, config, files)
     assert convert.nb2html._ahead_of is renderer and convert.nb2html.__wrapped__ is renderer
+
+
+def test_the_programs_the_build_starts_wait_without_spinning_unless_told_otherwise(site, renderer, monkeypatch):
+    config, files, _ = site
+    notebooks_ahead.on_nav(None, config, files)
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    notebooks_ahead._stop()
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    notebooks_ahead.on_nav(None, config, files)
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
