@@ -2,7 +2,7 @@
 
 Run as ``python tests/build_site.py OUT``: the site goes to ``OUT/site``, the build's exit code and
 the tail of its log to ``OUT/status.json`` (written last, atomically), so that test processes can
-wait for the file without owning the build process.
+wait for the file without owning the build process; the whole log goes to ``OUT/build.log``.
 
 The build runs with a trap first on its PATH: programs named ``node`` and ``nodejs`` that record
 that they were started (in ``OUT/node-started``) and fail. The site needs Python alone, and
@@ -107,7 +107,7 @@ def main(out: pathlib.Path) -> int:
         cwd=ROOT, capture_output=True, text=True, env=env,
     )
     log = done.stdout + done.stderr
-    (out / "build.log").write_text(log, encoding="utf8")  # whole, where the status keeps its tail
+    (out / "build.log").write_text(log, encoding="utf8")
     status = {
         "returncode": done.returncode,
         "cause": failure_cause(log) if done.returncode else None,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import pathlib
 import os
+import pathlib
 import threading
 from concurrent.futures import wait
 
@@ -42,7 +42,6 @@ class Renderer:
 
     def __init__(self, failing=()):
         self.calls, self.threads, self.failing = [], [], set(failing)
-        self.done = threading.Event()
 
     def __call__(self, path, **options):
         self.calls.append((path, options))
@@ -67,7 +66,7 @@ def renderer(monkeypatch):
     notebooks_ahead._stop()
 
 
-def _page_render(config, files, file) -> None:
+def _page_render(config, files, file) -> str:
     """What the build does for a notebook's page: the plugin's own call of ``nb2html``."""
     page = Page(None, file, config)
     config.plugins[notebooks_ahead.PLUGIN].on_pre_page(page, config=config, files=files)
