@@ -69,20 +69,16 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils import benchmark
 
-from common import machine_info, save_site_figure, set_threads, time_in_turns  # benchmarks/common.py, beside this script
+from common import (  # benchmarks/common.py, beside this script
+    machine_info, save_site_figure, set_threads, replotted, time_in_turns, write_report,
+)
 from llm_attention.multihead import MultiHeadAttention
+from llm_attention_site.benchmark_plots import ATTENTION_LABELS
 from llm_attention.multihead_wrapper import MultiHeadAttentionWrapper
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-IMPLEMENTATIONS = ("wrapper", "obvious", "explicit", "fast", "torch_mha", "bare")
-LABELS = {
-    "wrapper": "MultiHeadAttentionWrapper",
-    "obvious": "explicit, written the obvious way",
-    "explicit": "MultiHeadAttention (explicit)",
-    "fast": "MultiHeadAttention (fast_path=True)",
-    "torch_mha": "nn.MultiheadAttention + causal mask",
-    "bare": "bare scaled_dot_product_attention",
-}
+LABELS = ATTENTION_LABELS  # the figure's, in this script's order
+IMPLEMENTATIONS = tuple(LABELS)
 MODES = ("forward", "forward+backward")
 
 # min_run_time: seconds of one implementation's block in a round
@@ -315,10 +311,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--replot", action="store_true", help="measure nothing: redraw the plot and the table from --results")
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)  # used by the script itself
     args = parser.parse_args(argv)
-    if args.replot:
-        report = json.loads(args.results.read_text())
-        plot(report, args.plot)
-        print_table(report)
+    if (report := replotted(args, "attention_figure", print_table)) is not None:
         return report
     set_threads(parser, args.threads)
     cfg = QUICK if args.quick else FULL
@@ -369,13 +362,8 @@ def main(argv: list[str] | None = None) -> dict:
     report["flops"] = {"batch": at["batch"], "tokens": at["tokens"], "fast_path_gflops": fast_gflops,
                        "matmul_n": matmul["n"], "matmul_gflops": matmul["gflops"],
                        "fraction_of_matmul": fast_gflops / matmul["gflops"]}  # fmt: skip
-    report["wall_s"] = time.perf_counter() - started
-
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, args.plot)
+    write_report(report, args.results, args.plot, "attention_figure", started)
     print_table(report)
-    print(f"\nwrote {args.results} and {args.plot} in {report['wall_s']:.0f} s", file=sys.stderr)
     return report
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import pathlib
 import platform
+import sys
 import time
 
 import torch
@@ -26,7 +28,10 @@ def cpu_model() -> str:
 
 
 def machine_info(**extra) -> dict:
-    """CPU, threads, versions and date: what a results file needs to be read fairly."""
+    """CPU (and GPU), threads, versions and date: what a results file needs to be read
+    fairly."""
+    if extra.get("device") == "cuda":
+        extra = {**extra, "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda}
     return {
         "cpu_model": cpu_model(),
         "machine": platform.machine(),
@@ -102,33 +107,71 @@ def save_site_figure(report: dict, path: pathlib.Path, figure: str) -> None:
     save_figure(getattr(benchmark_plots, figure)(report), path)
 
 
-def decode_parser(doc: str, stem: str, threads_help: str = "torch threads (default 1)"):
-    """The options of a decode benchmark: ``--quick``, ``--replot``, ``--threads`` and where
-    the results and the plot go (``benchmarks/<stem>_results.json``, ``<stem>_benchmark.svg``)."""
+def write_report(report: dict, results: pathlib.Path, plot: pathlib.Path, figure: str,
+                 started: float | None = None) -> None:
+    """Write ``report`` to the results file and draw the page's figure from it; with
+    ``started`` (a ``time.perf_counter()``), record and say how long the run took."""
+    if started is not None:
+        report["wall_s"] = time.perf_counter() - started
+        print(f"writing {results} and {plot} after {report['wall_s']:.0f} s", file=sys.stderr)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(report, indent=1) + "\n")
+    save_site_figure(report, plot, figure)
+
+
+def replotted(args, figure: str, show=None) -> dict | None:
+    """With ``--replot``: the results file's report, its figure drawn again (and
+    ``show(report)``); else None, and the script measures."""
+    if not args.replot:
+        return None
+    report = json.loads(args.results.read_text())
+    save_site_figure(report, args.plot, figure)
+    if show is not None:
+        show(report)
+    return report
+
+
+def decode_parser(doc: str, stem: str, threads_help: str = "torch threads (default 1)",
+                  threads: int | None = 1):
+    """The options of a decode benchmark: ``--quick``, ``--replot``, ``--threads``,
+    ``--held`` (the lengths), ``--device`` and ``--dtype``, and where the results and the
+    plot go (``benchmarks/<stem>_results.json``, ``<stem>_benchmark.svg``)."""
     folder = pathlib.Path(__file__).resolve().parent
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the script")
     parser.add_argument("--replot", action="store_true", help="redraw from --results")
-    parser.add_argument("--threads", type=int, default=1, help=threads_help)
+    parser.add_argument("--threads", type=int, default=threads, help=threads_help)
     parser.add_argument("--results", type=pathlib.Path, default=folder / f"{stem}_results.json")
     parser.add_argument("--plot", type=pathlib.Path, default=folder / f"{stem}_benchmark.svg")
+    parser.add_argument("--held", type=int, nargs="+", help="tokens held (default: the script's)")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
+                        help="default: float32 on the CPU, bfloat16 on CUDA")
     return parser
 
 
-def measure_bandwidth(mib: int, repeats: int = 5) -> dict:
+def measure_bandwidth(mib: int, repeats: int = 5, device: str = "cpu") -> dict:
     """Bytes per second of a large copy (read + write) and a large sum (read), best of
-    ``repeats``, on the current thread count."""
+    ``repeats``, on the current thread count (on ``device``: a GPU's memory, timed after
+    synchronizing)."""
     numbers = mib * 2**20 // 4
-    src, dst = torch.rand(numbers), torch.empty(numbers)
+    src = torch.rand(numbers, device=device)
+    dst = torch.empty(numbers, device=device)
     dst.copy_(src)  # touch every page first
+
+    def timed(work) -> float:
+        if device != "cpu":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        work()
+        if device != "cpu":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
     best_copy = best_sum = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
-        dst.copy_(src)
-        best_copy = min(best_copy, time.perf_counter() - start)
-        start = time.perf_counter()
-        src.sum()
-        best_sum = min(best_sum, time.perf_counter() - start)
+        best_copy = min(best_copy, timed(lambda: dst.copy_(src)))
+        best_sum = min(best_sum, timed(src.sum))
     size = numbers * 4
     return {"copy_bytes_per_s": 2 * size / best_copy, "read_bytes_per_s": size / best_sum,
             "size_bytes": size}

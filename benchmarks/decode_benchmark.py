@@ -1,20 +1,20 @@
 """Decoding with multi-head, grouped-query, multi-query and sliding-window attention: the time
 to decode one token and the memory of the KV cache, against the number of tokens held.
 
-The layer: one ``ModernAttention`` at a 2026-typical width, that of Llama 3 8B (model width
-4,096, 32 query heads of width 128, rotary positions), float32, eval mode, batch 1, the fast
-path. Four settings of the same layer:
+The layer: one ``ModernAttention`` at a 2026-typical width, Llama 3.1 8B's as published (the
+family table: model width 4,096, 32 query heads of width 128, rotary positions), float32, eval
+mode, batch 1, the fast path. Four settings of the same layer:
 
 - ``mha``: 32 key/value heads (multi-head attention), a ``KVCache``;
 - ``gqa``: 4 key/value heads, 8 query heads per key/value head (Llama 3 8B has 8), a ``KVCache``;
 - ``mqa``: 1 key/value head (multi-query attention), a ``KVCache``;
 - ``window``: ``gqa`` with a sliding window of 1,024 tokens, a ``RollingKVCache``.
 
-For each number of tokens already held (512 to 4,096), the cache is filled with random keys and
-values (what they hold does not change the time), then one new token is decoded: its
-projections, its rotation, attention over every held key, the output projection. The four
-settings are timed in turns (``common.time_in_turns``) and the median kept. After each timed call
-the cache is put back to the same length, so every call decodes at the same position.
+For each number of tokens already held (512 to 4,096), one new token is decoded: its
+projections, its rotation, attention over every held key, the output projection. The driver
+(``decode.py``) fills the caches with random keys and values, times the four settings in turns,
+one length at a time, puts each cache back to the same length after each call, and measures
+the machine's bandwidth in the same run.
 
 One thread by default: decoding one token of one sequence is a string of small operations, and
 on a small shared machine a second thread mostly waits for a core that someone else is using
@@ -27,61 +27,57 @@ It is reported for one layer; a model multiplies it by its number of layers.
 Goals: the GQA cache at most 1/8 of the MHA cache; the window's cache flat beyond 1,024 tokens;
 decoding a token with GQA no slower than with MHA (at 4,096 tokens held).
 
-Writes ``benchmarks/decode_results.json`` (machine, threads, versions) and
-``benchmarks/decode_benchmark.svg`` (the page draws the same plot at build, from the
-results file), and prints a table and the ratios against the goals.
-
-    python benchmarks/decode_benchmark.py            # full run, about a minute on 2 cores
-    python benchmarks/decode_benchmark.py --quick    # tiny sizes, seconds: checks the script
-    python benchmarks/decode_benchmark.py --replot   # redraw the plot from the results file
+The driver (``decode.py``) writes ``benchmarks/decode_results.json`` and the figure the page
+draws from it, ``benchmarks/decode_benchmark.svg``; ``--quick`` checks the script in seconds.
 """
 
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from common import (  # noqa: E402
-    decode_parser, machine_info, save_site_figure, set_threads, time_in_turns,
-)
+from decode import Setting, run_script, widths  # noqa: E402
 
+from llm_attention.kv_cache import KVCache  # noqa: E402
 from llm_attention.modern import ModernAttention  # noqa: E402
+from llm_attention_site.benchmark_plots import DECODE_SETTINGS  # noqa: E402
+from llm_attention_site.families import PUBLISHED  # noqa: E402
 
-SETTINGS = ("mha", "gqa", "mqa", "window")
-LABELS = {
-    "mha": "multi-head (32 kv heads)",
-    "gqa": "grouped-query (4 kv heads)",
-    "mqa": "multi-query (1 kv head)",
-    "window": "grouped-query + window 1,024",
-}
-FULL = dict(d_model=4096, num_heads=32, head_dim=128, window=1024,
-            held=[512, 1024, 2048, 4096], rounds=5, min_run_time=0.2)
-QUICK = dict(d_model=256, num_heads=16, head_dim=16, window=64,
-             held=[32, 64, 128], rounds=2, min_run_time=0.001)
+LABELS = {setting: spec[0] for setting, spec in DECODE_SETTINGS.items()}  # the figure's
+SETTINGS = tuple(LABELS)
+LLAMA = PUBLISHED["Llama 3.1 8B"][1]
 
 
-def build(setting: str, config: dict, context_length: int) -> ModernAttention:
+def sizes(shrink: int) -> dict:
+    """Llama 3.1 8B's width and heads as published, widths divided by ``shrink``."""
+    heads = LLAMA["num_attention_heads"]
+    return dict(widths(LLAMA, shrink, dict(d_model="hidden_size")), num_heads=heads,
+                head_dim=LLAMA["hidden_size"] // heads // shrink)
+
+
+FULL = dict(sizes(1), window=1024, held=[512, 1024, 2048, 4096], rounds=5, min_run_time=0.2,
+            bandwidth_mib=1024)
+QUICK = dict(sizes(8), window=64, held=[32, 64, 128], rounds=2, min_run_time=0.001,
+             bandwidth_mib=16)
+
+
+def layer(config: dict, setting: str):
     heads = config["num_heads"]
     kv_heads = {"mha": heads, "gqa": heads // 8, "mqa": 1, "window": heads // 8}[setting]
-    torch.manual_seed(0)
-    layer = ModernAttention(
+    return lambda context_length: ModernAttention(
         config["d_model"], config["d_model"], context_length, 0.0, heads, kv_heads,
-        head_dim=config["head_dim"], rope_base=500_000.0, fast_path=True,
+        head_dim=config["head_dim"], rope_base=LLAMA["rope_theta"], fast_path=True,
         window=config["window"] if setting == "window" else None,
     )
-    return layer.eval()
 
 
-def filled_cache(layer: ModernAttention, held: int):
+def fill(layer: ModernAttention, held: int):
     """A cache of ``layer`` holding ``held`` random tokens (``KVCache`` preallocated for
     ``held + 1``, or the layer's ``RollingKVCache``)."""
     if layer.window is None:
-        from llm_attention.kv_cache import KVCache
-
         cache = KVCache(1, layer.num_kv_heads, layer.head_dim, held + 1)
     else:
         cache = layer.make_cache(1)
@@ -90,35 +86,21 @@ def filled_cache(layer: ModernAttention, held: int):
     return cache
 
 
-def run(config: dict) -> dict:
-    context_length = max(config["held"]) + 1
-    layers = {s: build(s, config, context_length) for s in SETTINGS}
-    x = torch.randn(1, 1, config["d_model"])  # (B, T, d_in): the new token
-    rows = []
-    total = len(config["held"])
-    for i, held in enumerate(config["held"], 1):
-        print(f"[{i}/{total}] {held} tokens held", file=sys.stderr, flush=True)
-        caches = {s: filled_cache(layers[s], held) for s in SETTINGS}
-        memory = {s: caches[s].keys.nbytes + caches[s].values.nbytes for s in SETTINGS}
+def memory(layer, cache, held: int) -> int:
+    """The bytes of the cache's key and value tensors: preallocated for the held tokens and
+    the new one, or a rolling cache's window."""
+    return cache.keys.nbytes + cache.values.nbytes
 
-        def decode(setting):
-            layer, cache = layers[setting], caches[setting]
 
-            def step():
-                with torch.no_grad():
-                    layer(x, cache=cache)
-                cache.length = held  # back to the same position for the next call
-                if hasattr(cache, "held"):
-                    cache.held = min(held, cache.window)
+def rewind(cache, held: int) -> None:
+    cache.length = held  # back to the same position for the next call
+    if hasattr(cache, "held"):
+        cache.held = min(held, cache.window)
 
-            return step
 
-        timings = time_in_turns({s: decode(s) for s in SETTINGS}, config["rounds"],
-                                config["min_run_time"])
-        for s in SETTINGS:
-            rows.append({"setting": s, "held": held, "cache_bytes": memory[s],
-                         **timings[s]})
-    return {"rows": rows}
+def settings(config: dict) -> dict:
+    return {s: Setting(LABELS[s], layer(config, s), fill, memory, rewind=rewind)
+            for s in SETTINGS}
 
 
 def ratios(report: dict) -> dict:
@@ -146,31 +128,11 @@ def ratios(report: dict) -> dict:
     }
 
 
-def plot(report: dict, path: pathlib.Path) -> None:
-    """Save the wide figure the page draws at build (``benchmark_plots.decode_figure``)."""
-    save_site_figure(report, path, "decode_figure")
-
-
-def main(argv=None) -> None:
-    parser = decode_parser(
-        __doc__, "decode", threads_help="torch threads (default 1: see the module docstring)"
-    )
-    args = parser.parse_args(argv)
-    if args.replot:
-        plot(json.loads(args.results.read_text()), args.plot)
-        return
-    set_threads(parser, args.threads)
-    config = QUICK if args.quick else FULL
-    report = {"machine": machine_info(quick=args.quick), "config": config,
-              "results": run(config)["rows"]}
-    report["ratios"] = ratios(report)
-    args.results.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, args.plot)
-    print(f"{'setting':<32}{'held':>6}{'ms/token':>10}{'cache MiB':>11}")
-    for r in report["results"]:
-        print(f"{LABELS[r['setting']]:<32}{r['held']:>6}{r['median_s'] * 1e3:>10.3f}"
-              f"{r['cache_bytes'] / 2**20:>11.2f}")
-    print(json.dumps(report["ratios"], indent=1))
+def main(argv=None) -> dict:
+    return run_script(argv, doc=__doc__, stem="decode", full=FULL, quick=QUICK,
+                      settings=settings, ratios=ratios, figure="decode_figure", labels=LABELS,
+                      by_length=True,
+                      threads_help="torch threads (default 1: see the module docstring)")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ results file), and prints a table and the ratios against the goals.
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import statistics
@@ -46,7 +45,9 @@ from llm_attention.gpt import GPTModel
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from common import machine_info, save_site_figure, set_threads  # noqa: E402
+from common import (  # noqa: E402
+    decode_parser, machine_info, save_site_figure, replotted, set_threads, write_report,
+)
 
 FULL = dict(emb_dim=768, num_heads=12, num_layers=3, vocab_size=256, prompt=16, new_tokens=1024,
             lengths=[128, 256, 512, 1024], repeats=3, window=100)  # fmt: skip
@@ -130,19 +131,9 @@ def plot(report: dict, path: pathlib.Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads")
-    parser.add_argument("--results", type=pathlib.Path,
-                        default=ROOT / "benchmarks" / "kv_cache_results.json")  # fmt: skip
-    parser.add_argument("--plot", type=pathlib.Path,
-                        default=ROOT / "benchmarks" / "kv_cache_benchmark.svg")  # fmt: skip
-    parser.add_argument("--replot", action="store_true", help="redraw from --results")
+    parser = decode_parser(__doc__, "kv_cache", threads_help="torch threads", threads=None)
     args = parser.parse_args(argv)
-    if args.replot:
-        report = json.loads(args.results.read_text())
-        plot(report, args.plot)
-        print_report(report)
+    if (report := replotted(args, "kv_cache_figure", print_report)) is not None:
         return report
     set_threads(parser, args.threads)
     cfg = QUICK if args.quick else FULL
@@ -174,12 +165,8 @@ def main(argv: list[str] | None = None) -> dict:
     }
     report["table"] = table(report)
     report["goals"] = goals(report)
-    report["wall_s"] = time.perf_counter() - started
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, args.plot)
+    write_report(report, args.results, args.plot, "kv_cache_figure", started)
     print_report(report)
-    print(f"\nwrote {args.results} and {args.plot} in {report['wall_s']:.0f} s", file=sys.stderr)
     return report
 
 

@@ -11,11 +11,11 @@ published config (``llm_attention_site.families.HYBRIDS``) by ``layer_from_hf``:
 - ``gqa``: its full layer, ``ModernAttention`` (16 query heads, 2 key/value heads of 256,
   output gate, the fast path), a ``KVCache``: 2 x 2 x 256 numbers per token held.
 
-For each number of tokens held (1,024 to 32,768) the KV cache is filled with random numbers
-(what they hold does not change the time) and the state likewise; then one new token is
-decoded, every setting at every length in turns (``common.time_in_turns``), so that a burst
-of other work slows all of them alike; median and interquartile range kept. After each call
-the caches are put back as they were.
+For each number of tokens held (1,024 to 32,768) one new token is decoded; the driver
+(``decode.py``) fills the KV cache with random numbers (what they hold does not change the
+time) and the state likewise, times every setting at every length in turns, so that a burst
+of other work slows all of them alike (median and interquartile range kept), and puts the
+caches back as they were after each call.
 
 Bytes a step must read: every weight once, and every cached number once (the KV cache) or the
 state and window once. Divided by the time, the bandwidth the step achieved; the run measures
@@ -36,36 +36,30 @@ grouped-query step reads more bytes than the Gated DeltaNet step (printed, with 
 where the KV cache alone outweighs the state); the chunked form at least 10 times the token
 loop at 4,096 tokens.
 
-Writes ``benchmarks/linear_decode_results.json`` and ``benchmarks/linear_decode_benchmark.svg``
-(the page draws the same plot at build from the results) and prints the table and the goals.
-
-    python benchmarks/linear_decode_benchmark.py           # full run, a few minutes, ~1 GB
-    python benchmarks/linear_decode_benchmark.py --quick   # tiny sizes, seconds
-    python benchmarks/linear_decode_benchmark.py --replot  # redraw from the results file
+The driver (``decode.py``) writes ``benchmarks/linear_decode_results.json`` and the figure the page
+draws from it, ``benchmarks/linear_decode_benchmark.svg``; ``--quick`` checks the script in seconds.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import pathlib
 import sys
 
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from common import (  # noqa: E402
-    decode_parser, machine_info, measure_bandwidth, profile_step, save_site_figure,
-    set_threads, time_in_turns,
-)
+from common import profile_step, time_in_turns  # noqa: E402
+from decode import Setting, run_script, shares_of_bandwidth  # noqa: E402
 
 from llm_attention.delta_rule import chunked, step_in_place  # noqa: E402
 from llm_attention.hf_layers import layer_from_hf  # noqa: E402
 from llm_attention.kv_cache import KVCache  # noqa: E402
+from llm_attention_site.benchmark_plots import LINEAR_SETTINGS  # noqa: E402
 from llm_attention_site.families import HYBRIDS  # noqa: E402
 
-SETTINGS = ("gdn", "gqa")
-LABELS = {"gdn": "Gated DeltaNet", "gqa": "grouped-query attention"}
+LABELS = {setting: spec[0] for setting, spec in LINEAR_SETTINGS.items()}  # the figure's
+SETTINGS = tuple(LABELS)
 MODEL = "Qwen3-Next 80B-A3B"
 FULL = dict(held=[1024, 2048, 4096, 8192, 16384, 32768], prefill_tokens=4096, chunk_size=64,
             rounds=9, min_run_time=0.3, prefill_rounds=5, bandwidth_mib=1024, shrink=1)
@@ -84,16 +78,18 @@ def layer_config(shrink: int) -> dict:
     return config
 
 
-def build(setting: str, config: dict, context_length: int):
-    torch.manual_seed(0)
-    if setting == "gdn":
-        return layer_from_hf(config, 0)  # layers 0-2 of each four are linear
-    layer = layer_from_hf(config, 3, context_length=context_length)  # the full one
-    layer.fast_path = True
-    return layer
+def build(setting: str, model: dict):
+    def make(context_length: int):
+        if setting == "gdn":
+            return layer_from_hf(model, 0)  # layers 0-2 of each four are linear
+        layer = layer_from_hf(model, 3, context_length=context_length)  # the full one
+        layer.fast_path = True
+        return layer
+
+    return make
 
 
-def filled_cache(layer, held: int):
+def fill(layer, held: int):
     """``layer``'s cache holding ``held`` random tokens (a KV cache, with room for one
     more), or a state of random numbers (any number of tokens gives the same)."""
     if isinstance(layer.make_cache(1), KVCache):
@@ -110,56 +106,17 @@ def filled_cache(layer, held: int):
 
 
 def cache_bytes(layer, cache, held: int) -> int:
-    """Bytes of the cache a step reads: the held keys and values, or state and window."""
+    """Bytes of the cache a step reads: the held keys and values, or state and window.
+    (The state is updated in place and stays where the delta rule keeps it, about the
+    size of the values written: nothing to put back after a step.)"""
     if isinstance(cache, KVCache):
         return 2 * held * layer.num_kv_heads * layer.head_dim * BYTES
     return cache.nbytes
 
 
-def weight_bytes(layer) -> int:
-    return sum(p.numel() * p.element_size() for p in layer.parameters())
-
-
-def decode_step(layer, cache, x, held):
-    """One decoded token; then the KV cache back to ``held`` tokens. (The state is
-    updated in place and stays where the delta rule keeps it, about the size of the
-    values written: nothing to put back.)"""
-
-    def step():
-        with torch.no_grad():
-            layer(x, cache=cache)
-        cache.length = held
-
-    return step
-
-
-def run_decode(config: dict, model: dict) -> dict:
-    """Every (setting, length) decoding step, all timed in one set of turns: a burst of
-    other work on a shared machine then slows every length alike, so that comparing
-    lengths (is the state's step flat?) is as fair as comparing settings."""
-    context_length = max(config["held"]) + 1
-    layers = {s: build(s, model, context_length).eval() for s in SETTINGS}
-    x = torch.randn(1, 1, model["hidden_size"])  # (B, T, d_in): the new token
-    caches, steps = {}, {}
-    for i, held in enumerate(config["held"], 1):
-        print(f"[{i}/{len(config['held'])}] caches for {held} tokens held", file=sys.stderr,
-              flush=True)
-        for s in SETTINGS:
-            caches[s, held] = filled_cache(layers[s], held)
-            steps[f"{s}@{held}"] = decode_step(layers[s], caches[s, held], x, held)
-    print("decoding, every length in turns", file=sys.stderr, flush=True)
-    timings = time_in_turns(steps, config["rounds"], config["min_run_time"])
-    rows = []
-    for held in config["held"]:
-        for s in SETTINGS:
-            held_bytes = cache_bytes(layers[s], caches[s, held], held)
-            rows.append({"setting": s, "held": held, "cache_bytes": held_bytes,
-                         "weight_bytes": weight_bytes(layers[s]),
-                         "bytes_read": weight_bytes(layers[s]) + held_bytes,
-                         **timings[f"{s}@{held}"]})
-    last = max(config["held"])
-    profiles = {s: profile_step(steps[f"{s}@{last}"]) for s in SETTINGS}
-    return {"rows": rows, "profiles": profiles}
+def settings(config: dict) -> dict:
+    model = layer_config(config["shrink"])
+    return {s: Setting(LABELS[s], build(s, model), fill, cache_bytes) for s in SETTINGS}
 
 
 def run_prefill(config: dict, model: dict) -> dict:
@@ -209,6 +166,12 @@ def run_prefill(config: dict, model: dict) -> dict:
                        "flops_per_s": flops / matmul["median_s"]}}
 
 
+def prefill(config: dict, layers: dict) -> dict:
+    print("prefill: chunked and token loop", file=sys.stderr, flush=True)
+    model = layer_config(config["shrink"])
+    return {"model": MODEL, "layer_config": model, "prefill": run_prefill(config, model)}
+
+
 def crossings(report: dict) -> dict:
     """Where the KV cache alone outweighs the state, and where the grouped-query step
     reads more bytes than the Gated DeltaNet step (weights included), in tokens."""
@@ -226,9 +189,6 @@ def crossings(report: dict) -> dict:
 def ratios(report: dict) -> dict:
     rows = {(r["setting"], r["held"]): r for r in report["results"]}
     held = report["config"]["held"]
-    limit = max(report["bandwidth"]["copy_bytes_per_s"], report["bandwidth"]["read_bytes_per_s"])
-    fractions = {f"{s}@{h}": rows[s, h]["bytes_read"] / rows[s, h]["median_s"] / limit
-                 for s in SETTINGS for h in held}
     flat = rows["gdn", max(held)]["median_s"] / rows["gdn", min(held)]["median_s"]
     speedups = {h: rows["gqa", h]["median_s"] / rows["gdn", h]["median_s"] for h in held}
     cross = crossings(report)
@@ -239,8 +199,7 @@ def ratios(report: dict) -> dict:
     matmul_share = sum(op["share"] for op in prefill["chunked_profile"]
                        if op["op"] in MATMUL_OPS)
     return {
-        "bandwidth_limit_bytes_per_s": limit,
-        "fraction_of_bandwidth": fractions,
+        "fraction_of_bandwidth": shares_of_bandwidth(report),
         "gdn_last_over_first": flat,
         "gdn_speedup_over_gqa": {str(h): speedups[h] for h in held},
         **cross,
@@ -257,47 +216,18 @@ def ratios(report: dict) -> dict:
     }
 
 
-def plot(report: dict, path: pathlib.Path) -> None:
-    """Save the wide figure the page draws at build (``benchmark_plots.linear_decode_figure``)."""
-    save_site_figure(report, path, "linear_decode_figure")
-
-
-def main(argv=None) -> None:
-    parser = decode_parser(__doc__, "linear_decode")
-    args = parser.parse_args(argv)
-    if args.replot:
-        plot(json.loads(args.results.read_text()), args.plot)
-        return
-    set_threads(parser, args.threads)
-    config = QUICK if args.quick else FULL
-    model = layer_config(config["shrink"])
-    bandwidth = measure_bandwidth(config["bandwidth_mib"])
-    measured = run_decode(config, model)
-    print("prefill: chunked and token loop", file=sys.stderr, flush=True)
-    prefill = run_prefill(config, model)
-    report = {"machine": machine_info(quick=args.quick), "model": MODEL, "config": config,
-              "layer_config": model, "bandwidth": bandwidth, "results": measured["rows"],
-              "profiles": measured["profiles"], "prefill": prefill}
-    report["ratios"] = ratios(report)
-    args.results.write_text(json.dumps(report, indent=1) + "\n")
-    plot(report, args.plot)
-    r, limit = report["ratios"], report["ratios"]["bandwidth_limit_bytes_per_s"]
-    print(f"bandwidth: copy {bandwidth['copy_bytes_per_s'] / 1e9:.1f} GB/s, "
-          f"read {bandwidth['read_bytes_per_s'] / 1e9:.1f} GB/s")
-    print(f"{'setting':<26}{'held':>7}{'ms/token':>10}{'IQR':>7}{'MB read':>9}{'of limit':>9}")
-    for row in report["results"]:
-        achieved = row["bytes_read"] / row["median_s"]
-        print(f"{LABELS[row['setting']]:<26}{row['held']:>7}{row['median_s'] * 1e3:>10.2f}"
-              f"{row['iqr_s'] * 1e3:>7.2f}{row['bytes_read'] / 1e6:>9.0f}"
-              f"{achieved / limit:>9.2f}")
-    for s, ops in report["profiles"].items():
-        print(s, ", ".join(f"{o['op']} {o['share']:.0%}" for o in ops))
-    print(f"prefill of {prefill['tokens']} tokens: chunked "
-          f"{prefill['chunked']['median_s']:.3f} s, token loop "
-          f"{prefill['recurrent']['median_s']:.3f} s; matrix products of the chunk's "
-          f"shapes at {prefill['matmul']['flops_per_s'] / 1e9:.1f} GFLOP/s, "
-          f"{r['chunked_share_in_matrix_products']:.0%} of the chunked form's time")
-    print(json.dumps({k: v for k, v in r.items() if k != "fraction_of_bandwidth"}, indent=1))
+def main(argv=None) -> dict:
+    report = run_script(argv, doc=__doc__, stem="linear_decode", full=FULL, quick=QUICK,
+                        settings=settings, ratios=ratios, figure="linear_decode_figure",
+                        labels=LABELS, width=lambda config: layer_config(
+                            config["shrink"])["hidden_size"], extra=prefill)
+    if "prefill" in report and "ratios" in report:
+        p, r = report["prefill"], report["ratios"]
+        print(f"prefill of {p['tokens']} tokens: chunked {p['chunked']['median_s']:.3f} s, "
+              f"token loop {p['recurrent']['median_s']:.3f} s; matrix products of the chunk's "
+              f"shapes at {p['matmul']['flops_per_s'] / 1e9:.1f} GFLOP/s, "
+              f"{r['chunked_share_in_matrix_products']:.0%} of the chunked form's time")
+    return report
 
 
 if __name__ == "__main__":

@@ -1,13 +1,9 @@
-"""ModernAttention, built by ``from_hf_config``, against the attention layers of the 2026 open
-families in transformers: Llama 3.1 (``llama3`` scaled angles), Gemma 2, Gemma 3, gpt-oss and
-Qwen3-Next, each a windowed and a full layer where the family has both.
-
-Small random configs built from transformers' own config classes, eager attention, float32,
-``atol = rtol = 1e-5``; nothing is downloaded (HF_HUB_OFFLINE=1). Each reference layer gets its
-rotary tables from its model's rotary class and its mask from transformers' masking utilities,
-exactly as inside the model. The cases: prefill with and without left padding, on the explicit
-path and on the fast path where the fused kernel can express the layer; cached decoding (a prompt,
-then single tokens, and chunks longer than the window) against transformers' DynamicCache.
+"""Rotary angles and layer kinds of the open families against transformers' own: the tables
+of the tiny configs of the family table (Llama 3.1's ``llama3`` angles, gpt-oss's YaRN,
+Qwen3-Next's quarter turned) and of the published configs equal transformers' rope
+initialisation; a published config read by transformers is left unchanged; Qwen's windowed
+layers are those transformers' config classes give. (Each family's layers are proven equal to
+transformers by the parity harness: ``tests/test_parity.py``.)
 """
 
 from __future__ import annotations
@@ -21,90 +17,42 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from llm_attention.rope_scaling import rope_frequencies  # noqa: E402
-from llm_attention_site.family_parity import (  # noqa: E402
-    B, LAYERS, PROMPT, T, WINDOW, build, configs, decode, hf, inputs, max_differences, paths,
-    reference_forward,
-)
+from llm_attention_site import parity  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group(  # the worker that has transformers imported already
     (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern" / "combined.md").as_posix()
 )
 
 TOL = dict(atol=1e-5, rtol=1e-5)
-LAYER_CASES = [(family, i) for family, layers in LAYERS.items() for i in layers]
 
 
-@pytest.fixture(params=LAYER_CASES, ids=[f"{f}-layer{i}" for f, i in LAYER_CASES])
-def layer(request):
-    pytest.importorskip("transformers")
-    return request.param, build(*request.param)
-
-
-@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
-def test_prefill_matches(layer, padded):
-    (family, _), built = layer
-    config, *_, ours = built
-    x, padding = inputs(config, 2, padded)
-    with torch.no_grad():
-        expected = reference_forward(built, x, padding.long())
-        for fast_path in paths(ours):
-            ours.fast_path = fast_path
-            got = ours(x, padding if padded else None)
-            torch.testing.assert_close(got[padding], expected[padding], **TOL,
-                                       msg=lambda m: f"fast_path={fast_path}: {m}")
-    ours.fast_path = False
-
-
-DECODE_STEPS = {"7+1+1+1+1+1": [PROMPT] + [1] * (T - PROMPT), "4+6+2": [4, 6, 2]}
-
-
-@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
-@pytest.mark.parametrize("sizes", DECODE_STEPS.values(), ids=DECODE_STEPS)
-def test_cached_decoding_matches(layer, padded, sizes):
-    """Our KVCache, or RollingKVCache on a windowed layer, against DynamicCache; chunks of
-    6 are longer than the window of 5."""
-    _, built = layer
-    config, *_, kind, ours = built
-    for fast_path in paths(ours):
-        steps, our_cache = decode(built, sizes, padded, fast_path)
-        for got, expected, real in steps:
-            torch.testing.assert_close(got[real], expected[real], **TOL)
-        windowed = kind == "sliding_attention"
-        assert our_cache.keys.shape[2] == (WINDOW if windowed else config.max_position_embeddings)
-        assert our_cache.length == T
-
-
-def test_the_pages_differences_are_those_of_the_tests():
-    """The pages print max_differences: every case within the tolerance, both paths
-    where the kernel can express the layer, one where it cannot."""
-    found = {(f, i): max_differences(f, i) for f, i in LAYER_CASES}
-    assert all(d <= 1e-5 for cases in found.values() for d in cases.values()), found
-    assert len(found[("llama3.1", 0)]) == 6 and len(found[("gpt-oss", 0)]) == 3
-
-
-@pytest.mark.parametrize("family", ["llama3.1", "gpt-oss", "qwen3-next"])
+@pytest.mark.parametrize("family", ["llama", "gpt_oss", "qwen3_next"])
 def test_rope_tables_match_transformers_init(family):
     """Inverse frequencies and attention factor equal transformers' rope initialisation."""
-    config, *_ = configs()[family]
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.qwen3_next import modeling_qwen3_next
+
+    config = parity.tiny_config(family)
     rope = dict(config.rope_parameters)
     rope_type = rope.pop("rope_type")
-    init = (hf().ROPE_INIT_FUNCTIONS[rope_type] if rope_type != "default"
-            else hf().modeling_qwen3_next.Qwen3NextRotaryEmbedding.compute_default_rope_parameters)
+    init = (ROPE_INIT_FUNCTIONS[rope_type] if rope_type != "default"
+            else modeling_qwen3_next.Qwen3NextRotaryEmbedding.compute_default_rope_parameters)
     expected, expected_factor = init(config)
     base = rope.pop("rope_theta")
     got, factor = rope_frequencies(config.head_dim, base, rope_type=rope_type, **rope)
     torch.testing.assert_close(got, expected, **TOL)
     assert factor == pytest.approx(expected_factor, rel=1e-12)
-    if family == "qwen3-next":  # a quarter of the 16 dimensions turn: 2 pairs
+    if family == "qwen3_next":  # a quarter of the 16 dimensions turn: 2 pairs
         assert got.shape == (config.head_dim * config.rope_parameters["partial_rotary_factor"] // 2,)
-    if family == "gpt-oss":
+    if family == "gpt_oss":
         assert factor > 1  # YaRN sharpens the scores
 
 
 def _published_rope(values, layer_idx=0):
     """(ours, transformers') speeds and attention factor for a published config dict."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
     from llm_attention.hf_config import latent_attention_options, modern_attention_options
-    from llm_attention_site.family_parity import published_config
 
     if values["model_type"] == "deepseek_v3":
         options = latent_attention_options(values, layer_idx)
@@ -114,7 +62,8 @@ def _published_rope(values, layer_idx=0):
         head_dim = options["head_dim"]
     rope = options["rope_scaling"]
     got, got_factor = rope_frequencies(head_dim, options["rope_base"], **rope)
-    expected, factor = hf().ROPE_INIT_FUNCTIONS[rope["rope_type"]](published_config(values))
+    config = parity.transformers_config(values)
+    expected, factor = ROPE_INIT_FUNCTIONS[rope["rope_type"]](config)
     return got, got_factor, expected, factor
 
 
@@ -137,11 +86,10 @@ def test_reading_a_published_config_leaves_it_unchanged():
     import copy
 
     from llm_attention_site.families import PUBLISHED
-    from llm_attention_site.family_parity import published_config
 
     values = PUBLISHED["gpt-oss-120b"][1]
     before = copy.deepcopy(values)
-    published_config(values)
+    parity.transformers_config(values)
     assert values == before
 
 

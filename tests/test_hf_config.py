@@ -13,7 +13,8 @@ import torch
 from llm_attention.hf_config import kv_source_layer, layer_type, modern_attention_options
 from llm_attention.modern import ModernAttention
 from llm_attention.rope_scaling import rope_frequencies, rotary_dim
-from llm_attention_site.families import PUBLISHED, family_row
+from llm_attention_site.families import PUBLISHED
+from llm_attention_site.family_rows import family_row
 
 
 def options(name: str, layer_idx: int) -> dict:

@@ -1,146 +1,63 @@
-"""``hf_layers.layer_from_hf``: every decoder layer of tiny transformers models (random
-weights, eager attention, float32; nothing downloaded) built by the one entry point, its
-weights loaded from the transformers submodule, and equal to that submodule on the input
-the whole model gives it (``llm_attention_site.layer_parity``), with and without left
-padding: Gemma 3, gpt-oss, DeepSeek-V3, and the hybrids Qwen3-Next, Qwen3.5 (Gated DeltaNet
-and gated softmax attention) and Kimi Linear (Kimi Delta Attention and latent attention without
-rotary positions). Unknown families and layer kinds are refused by name."""
+"""``hf_layers.layer_from_hf``: the one entry point builds our module for any decoder layer
+of a transformers config (or a ``config.json`` dict), loads the transformers submodule's
+weights, and refuses what it does not implement by name. (Every layer of every family's tiny
+model equals transformers' on the input the model gives it: ``tests/test_parity.py``.) The
+tiny models are those of the family table (``llm_attention_site.parity.model``)."""
 
 from __future__ import annotations
 
-import functools
 import os
 import pathlib
 
 import pytest
 import torch
 
-from llm_attention_site.linear_parity import randomize
-
 from llm_attention.hf_layers import layer_from_hf, layer_kind
 from llm_attention.latent import LatentAttention
 from llm_attention.linear_attention import GatedDeltaNet, KimiDeltaAttention
 from llm_attention.modern import ModernAttention
-from llm_attention.sparse_latent import SparseLatentAttention
+from llm_attention.multihead import MultiHeadAttention
+from llm_attention_site import parity
+from llm_attention_site.families import LINEAR
 
 pytestmark = pytest.mark.xdist_group(  # the worker that has transformers imported already
     (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern" / "combined.md").as_posix()
 )
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-VOCAB, B, T = 50, 3, 9
-SMALL = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-             intermediate_size=64, vocab_size=VOCAB)
-LINEAR = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
-              linear_value_head_dim=6)
-MOE = dict(num_experts=2, num_experts_per_tok=1, moe_intermediate_size=32)
-# family -> the module class of each layer kind
-SOFTMAX = {"full_attention": ModernAttention, "sliding_attention": ModernAttention}
+# family -> the module class of each layer kind of its tiny model
 EXPECTED = {
-    "gemma3_text": SOFTMAX,
-    "gpt_oss": SOFTMAX,
-    "llama4_text": {"full_attention": ModernAttention, "chunked_attention": ModernAttention},
-    "smollm3": SOFTMAX,
-    "gemma4_text": SOFTMAX,
-    "gemma4_text-keys-as-values": SOFTMAX,
+    "gpt2": {"full_attention": MultiHeadAttention},
+    "gemma3": {"full_attention": ModernAttention, "sliding_attention": ModernAttention},
     "deepseek_v3": {"full_attention": LatentAttention},
-    "deepseek_v32": {"indexed_attention": SparseLatentAttention},
     "qwen3_next": {"linear_attention": GatedDeltaNet, "full_attention": ModernAttention},
-    "qwen3_5_text": {"linear_attention": GatedDeltaNet, "full_attention": ModernAttention},
     "kimi_linear": {"linear_attention": KimiDeltaAttention, "full_attention": LatentAttention},
 }
 
 
-@functools.cache
-def tiny_configs() -> dict:
-    import transformers as t
-
-    return {
-        "gemma3_text": t.Gemma3TextConfig(
-            **SMALL, num_hidden_layers=6, sliding_window=5, query_pre_attn_scalar=24),
-        "gpt_oss": t.GptOssConfig(
-            **SMALL, num_hidden_layers=2, sliding_window=5, num_local_experts=2,
-            num_experts_per_tok=1),
-        "llama4_text": t.Llama4TextConfig(  # chunks of 4: three in 9 tokens
-            **SMALL, num_hidden_layers=4, attention_chunk_size=4, floor_scale=2,
-            num_local_experts=2, intermediate_size_mlp=64),
-        "smollm3": t.SmolLM3Config(  # a window on the layer without positions
-            **SMALL, num_hidden_layers=4, use_sliding_window=True, sliding_window=5,
-            pad_token_id=0),
-        "gemma4_text": t.Gemma4TextConfig(  # E2B's kind: the last three layers share
-            **SMALL, num_hidden_layers=6, sliding_window=5, global_head_dim=32,
-            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
-            num_kv_shared_layers=3, hidden_size_per_layer_input=8,
-            vocab_size_per_layer_input=VOCAB),
-        "gemma4_text-keys-as-values": t.Gemma4TextConfig(  # 31B's kind: no sharing
-            **SMALL, num_hidden_layers=3, sliding_window=5, global_head_dim=32,
-            attention_k_eq_v=True, num_global_key_value_heads=1,
-            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
-            hidden_size_per_layer_input=0),
-        "deepseek_v3": t.DeepseekV3Config(
-            hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
-            num_hidden_layers=2, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8,
-            qk_rope_head_dim=8, v_head_dim=8, intermediate_size=64,
-            moe_intermediate_size=32, n_routed_experts=2, num_experts_per_tok=1,
-            n_group=1, topk_group=1, first_k_dense_replace=1, vocab_size=VOCAB),
-        "deepseek_v32": t.DeepseekV32Config(  # the indexer keeps 4 of up to 9 tokens
-            hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
-            num_hidden_layers=2, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8,
-            qk_rope_head_dim=8, v_head_dim=8, index_n_heads=4, index_head_dim=16,
-            index_topk=4, intermediate_size=64, moe_intermediate_size=32,
-            n_routed_experts=2, num_experts_per_tok=1, n_group=1, topk_group=1,
-            first_k_dense_replace=1, vocab_size=VOCAB),
-        "qwen3_next": t.Qwen3NextConfig(
-            **SMALL, **LINEAR, **MOE, num_hidden_layers=4, shared_expert_intermediate_size=32),
-        "qwen3_5_text": t.Qwen3_5TextConfig(**SMALL, **LINEAR, num_hidden_layers=4),
-        "kimi_linear": t.KimiLinearConfig(  # KDA, latent, KDA: as Kimi Linear mixes them
-            hidden_size=32, num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=3,
-            intermediate_size=64, vocab_size=VOCAB, linear_num_heads=4, linear_head_dim=8,
-            kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, **MOE,
-            model_max_length=64, pad_token_id=None, bos_token_id=None, eos_token_id=None,
-            layer_types=["linear_attention", "full_attention", "linear_attention"]),
-    }
+def tiny(key):
+    return parity.model(key)
 
 
-@functools.cache
-def family_model(family: str):
-    """The tiny model of ``family``, built once per process (the tests only read it)."""
-    return tiny_model(tiny_configs()[family])
+@pytest.mark.parametrize("key", list(EXPECTED))
+def test_each_kind_gets_its_module(key):
+    config, model = tiny(key)
+    for layer, name in parity.mixers(key):
+        kind = layer_kind(config, layer)[1]
+        assert isinstance(parity.ours(key, None, layer, name), EXPECTED[key][kind]), layer
 
 
-def tiny_model(config):
-    from transformers import AutoModelForCausalLM
-
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config).eval()
-    with torch.no_grad():  # sinks drawn wide enough to weigh in the softmax
-        for name, parameter in model.named_parameters():
-            if name.endswith("sinks"):
-                parameter.normal_(0.0, 1.0)
-    for layer in model.model.layers:  # linear layers' decays of every speed, wide weights
-        linear = getattr(layer, "linear_attn", None) or getattr(layer, "self_attn")
-        if hasattr(linear, "conv1d"):
-            randomize(linear)
-    return model
-
-
-@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "left-padded"])
-@pytest.mark.parametrize("family", list(EXPECTED))
-def test_every_layer_equals_transformers(family, padded):
-    from llm_attention_site.layer_parity import every_layer
-
-    config, model = tiny_configs()[family], family_model(family)
-    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(1))
-    mask = torch.ones(B, T, dtype=torch.long)
-    if padded:
-        mask[1, :3] = 0
-        mask[2, : T - 2] = 0
-    rows = every_layer(model, config, ids, mask if padded else None)
-    assert len(rows) == config.num_hidden_layers
-    for row in rows:
-        assert row["max_difference"] <= 1e-5, row
-        assert row["module"] == EXPECTED[family][row["kind"]].__name__, row
-    assert {row["kind"] for row in rows} == set(EXPECTED[family])  # every kind reached
+def test_gpt2_is_the_chapters_module_with_its_fused_weights_split():
+    config, model = tiny("gpt2")
+    attention = model.transformer.h[1].attn
+    built = layer_from_hf(config, 1, attention.state_dict())
+    queries, keys, values = attention.c_attn.weight.chunk(3, dim=1)  # (d, d) each
+    assert torch.equal(built.W_key.weight, keys.T) and torch.equal(built.W_value.weight, values.T)
+    assert torch.equal(built.out_proj.weight, attention.c_proj.weight.T)
+    assert built.num_heads == config.n_head and built.W_query.bias is not None
+    with pytest.raises(ValueError, match=r"keys \['mlp.c_fc.weight'\] are not weights"):
+        layer_from_hf(config, 1, {**attention.state_dict(), "mlp.c_fc.weight": queries})
+    with pytest.raises(ValueError, match="scale_attn_weights=False"):
+        layer_from_hf({**config.to_dict(), "scale_attn_weights": False}, 0)
 
 
 def test_gemma4_sharing_layers_read_their_source_and_say_so_alone():
@@ -148,33 +65,16 @@ def test_gemma4_sharing_layers_read_their_source_and_say_so_alone():
     alone, the module says what it needs; its source is the last layer of its kind."""
     from llm_attention.hf_config import kv_source_layer
 
-    config = tiny_configs()["gemma4_text"]
+    config, model = tiny("gemma4_e2b")
     assert [kv_source_layer(config, i) for i in range(6)] == [None] * 3 + [1, 1, 2]
-    model = tiny_model(config)
     reader = layer_from_hf(config, 3, model.model.layers[3].self_attn.state_dict())
     assert reader.kv_shared and reader.W_key is None
     with pytest.raises(TypeError, match="pass that layer's SharedKV"):
         reader(torch.randn(1, 4, 32))
 
 
-def test_deepseek_v32_layers_attend_over_the_selected_keys_only():
-    """In the whole tiny model the indexer's choice matters: dense latent attention with the
-    same weights, on the same input, gives another output."""
-    from llm_attention_site.layer_parity import record_layers
-
-    config = tiny_configs()["deepseek_v32"]
-    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(1))
-    for index, record in enumerate(record_layers(tiny_model(config), ids)):
-        ours = layer_from_hf(config, index, record["module"].state_dict())
-        with torch.no_grad():
-            dense = LatentAttention.forward(ours, record["input"])  # every earlier token
-            sparse = ours(record["input"])
-        torch.testing.assert_close(sparse, record["output"], atol=1e-5, rtol=1e-5)
-        assert (dense - record["output"]).abs().max() > 1e-3, index
-
-
 def test_weights_are_loaded_and_the_module_is_in_eval_mode():
-    config, model = tiny_configs()["gemma3_text"], family_model("gemma3_text")
+    config, model = tiny("gemma3")
     reference = model.model.layers[5].self_attn
     built = layer_from_hf(config, 5, reference.state_dict())
     assert not built.training
@@ -185,7 +85,7 @@ def test_weights_are_loaded_and_the_module_is_in_eval_mode():
 
 
 def test_a_config_json_dict_gives_the_same_layer():
-    config = tiny_configs()["gpt_oss"]
+    config = parity.tiny_config("gpt_oss")
     from_object = layer_from_hf(config, 0)
     from_dict = layer_from_hf(config.to_dict(), 0)
     assert repr(from_object) == repr(from_dict)
@@ -206,15 +106,15 @@ def test_unknown_families_and_layer_kinds_are_refused_by_name():
 
 
 def test_linear_layers_load_the_weights_of_each_layout():
-    for family, index in (("qwen3_next", 0), ("qwen3_5_text", 1), ("kimi_linear", 2)):
-        config, model = tiny_configs()[family], family_model(family)
+    for family, index in (("qwen3_next", 0), ("qwen3_5", 1), ("kimi_linear", 2)):
+        config, model = tiny(family)
         layer = model.model.layers[index]
         reference = getattr(layer, "linear_attn", None) or layer.self_attn
         built = layer_from_hf(config, index, reference.state_dict())
         assert torch.equal(built.conv.weight, reference.conv1d.weight)
         assert torch.equal(built.A_log.flatten(), reference.state_dict()[
             "forget_gate.A_log" if family == "kimi_linear" else "A_log"].flatten())
-        if family == "qwen3_5_text":  # the same order as ours: a plain copy
+        if family == "qwen3_5":  # the same order as ours: a plain copy
             assert torch.equal(built.W_qkv.weight, reference.in_proj_qkv.weight)
 
 
@@ -249,7 +149,7 @@ def test_published_config_json_layouts_are_read():
 def test_what_the_linear_layers_do_not_implement_is_refused_by_name():
     from llm_attention.hf_config import linear_attention_options
 
-    config = tiny_configs()["qwen3_next"]
+    config = parity.tiny_config("qwen3_next")
     with pytest.raises(ValueError, match=r"layer 0 of 'qwen3_next' is a 'linear_attention'"):
         ModernAttention.from_hf_config(config, 0)
     with pytest.raises(ValueError, match=r"layer 3 of 'qwen3_next' is a 'full_attention' layer"):
@@ -264,7 +164,7 @@ def test_what_the_linear_layers_do_not_implement_is_refused_by_name():
     gelu = {**config.to_dict(), "hidden_act": "gelu"}
     with pytest.raises(ValueError, match=r"hidden_act='gelu' is not implemented"):
         layer_from_hf(gelu, 0)
-    kimi = tiny_configs()["kimi_linear"].to_dict()
+    kimi = parity.tiny_config("kimi_linear").to_dict()
     with pytest.raises(ValueError, match=r"mla_use_nope=False"):
         layer_from_hf({**kimi, "mla_use_nope": False}, 1)
 

@@ -28,7 +28,10 @@ def test_quick_run_writes_results_and_plot(tmp_path, capsys):
     assert all(r["median_s"] > 0 for r in report["results"])
     assert set(report["profiles"]) == set(SETTINGS)
     # latent: (32 + 8) numbers per token against 2 x 8 heads x 16 for multi-head
-    assert report["ratios"]["mla_cache_vs_mha"] == (32 + 8) / (2 * 8 * 16)
+    c = report["config"]  # DeepSeek-V3's widths divided by 8: latent 64 + 8, 16 heads of 16
+    assert (c["kv_lora_rank"], c["qk_rope_head_dim"], c["num_heads"], c["head_dim"]) == (
+        64, 8, 16, 16)
+    assert report["ratios"]["mla_cache_vs_mha"] == (64 + 8) / (2 * 16 * 16)
     assert "<svg" in plot.read_text() and "bandwidth" in done.out
 
 

@@ -28,8 +28,11 @@ def test_quick_run_writes_results_and_plot(tmp_path, capsys):
     assert {r["setting"] for r in report["results"]} == set(SETTINGS)
     assert all(r["median_s"] > 0 and r["iqr_s"] >= 0 for r in report["results"])
     assert set(report["profiles"]) == set(SETTINGS)
-    # quick sizes: rows of 32 + 8, indexer keys of 16, top-k 16
-    assert report["crossover"]["cache_bytes"] == pytest.approx(16 * 40 / (40 - 16))
+    # quick sizes, DeepSeek-V3.2's divided by 8: rows of 64 + 8, indexer keys of 16, top-k 16
+    c = report["config"]
+    assert (c["kv_lora_rank"], c["qk_rope_head_dim"], c["index_head_dim"], c["index_topk"]) == (
+        64, 8, 16, 16)
+    assert report["crossover"]["cache_bytes"] == pytest.approx(16 * 72 / (72 - 16))
     assert "<svg" in plot.read_text() and "bytes predict" in done.out
 
 

@@ -23,26 +23,19 @@
 # when it is not installed.
 
 # %%
-# Downloaded from the site? Then this cell fetches the package's modules from it, once, into
+# Downloaded from the site? Then this cell saves the site's fetch_packages.py beside the
+# notebook and runs it: it fetches the package's modules from the site, once, into
 # ./llm_attention/, and the site's figure helpers into ./llm_attention_site/. With the
 # packages installed (the repository's set-up), it does nothing.
-import importlib
 import importlib.util
-import pathlib
-import sys
+import runpy
 import urllib.request
 
 SITE_URL = "http://127.0.0.1:8000/"  # the build writes the site's address here
-for package in ("llm_attention", "llm_attention_site"):
-    if importlib.util.find_spec(package) is None:
-        code = f"{SITE_URL}code/{package}/"
-        folder = pathlib.Path(package)
-        folder.mkdir(exist_ok=True)
-        for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
-            (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
-        if str(pathlib.Path.cwd()) not in sys.path:
-            sys.path.insert(0, str(pathlib.Path.cwd()))
-        importlib.invalidate_caches()
+if importlib.util.find_spec("llm_attention_site") is None:
+    fetcher = urllib.request.urlretrieve(f"{SITE_URL}code/llm_attention_site/fetch_packages.py",
+                                         "fetch_packages.py")[0]
+    runpy.run_path(fetcher, {"SITE_URL": SITE_URL}, run_name="__main__")
 
 # %%
 import torch

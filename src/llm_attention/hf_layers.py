@@ -15,6 +15,8 @@ The module it returns runs a causal prefill over positions ``0..T-1`` when calle
 ================================  ===========================================
 layer kind                        module
 ================================  ===========================================
+GPT-2's attention (the chapters'  ``MultiHeadAttention`` (``multihead.py``)
+module, with biases)
 softmax attention: full,          ``ModernAttention`` (``modern.py``)
 windowed or chunked (Llama ...
 Qwen3-Next, Qwen3.5's full
@@ -42,8 +44,8 @@ module that silently computes something else.
 This module lives apart from ``hf_config.py`` because it imports every layer module:
 ``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
 
-Builds on ``hf_config.py``, ``latent.py``, ``linear_attention.py``, ``modern.py`` and
-``sparse_latent.py`` of this package (and what they build on), imported relatively: copy
+Builds on ``hf_config.py``, ``latent.py``, ``linear_attention.py``, ``modern.py``,
+``multihead.py`` and ``sparse_latent.py`` of this package (and what they build on), imported relatively: copy
 them with this file, under any package name (its API page offers the set as one
 download). MIT licence: keep the first two lines of each file.
 """
@@ -52,8 +54,51 @@ from __future__ import annotations
 
 from torch import nn
 
-from . import latent, linear_attention, modern, sparse_latent
+from . import latent, linear_attention, modern, multihead, sparse_latent
 from .hf_config import FAMILIES, SPARSE_LATENT_FAMILIES, config_dict, layer_type
+
+
+def _gpt2(config, layer_idx: int, overrides: dict) -> nn.Module:
+    """GPT-2's attention is the chapters' module with biases: ``n_embd`` wide,
+    ``n_head`` heads, ``n_positions`` tokens, scores scaled by 1/sqrt(d_h)."""
+    values = config_dict(config)
+    if values.get("scale_attn_weights") is False or values.get(
+        "scale_attn_by_inverse_layer_idx"
+    ) or values.get("reorder_and_upcast_attn"):
+        raise ValueError(
+            "GPT-2 configs with scale_attn_weights=False, "
+            "scale_attn_by_inverse_layer_idx or reorder_and_upcast_attn are not "
+            "implemented: MultiHeadAttention scales scores by 1/sqrt(d_h)"
+        )
+    options = dict(
+        d_in=values["n_embd"], d_out=values["n_embd"],
+        context_length=values["n_positions"], dropout=0.0,
+        num_heads=values["n_head"], qkv_bias=True,
+    )
+    return multihead.MultiHeadAttention(**{**options, **overrides})
+
+
+def _gpt2_weights(state_dict: dict) -> dict:
+    """GPT-2's ``Conv1D`` computes ``x @ W + b`` with ``W`` ``(d_in, d_out)``: each
+    weight is the transpose of the ``nn.Linear`` one; ``c_attn`` holds the query, key
+    and value projections side by side."""
+    unknown = sorted(set(state_dict) - {
+        "c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"})
+    if unknown:
+        raise ValueError(
+            f"state_dict keys {unknown} are not weights of GPT-2's attention; "
+            "expected c_attn.<weight|bias> and c_proj.<weight|bias>"
+        )
+    queries, keys, values = state_dict["c_attn.weight"].chunk(3, dim=1)  # 3 x (d, d)
+    biases = state_dict["c_attn.bias"].chunk(3)  # 3 x (d,)
+    ours = {}
+    for name, weight, bias in zip(("W_query", "W_key", "W_value"),
+                                  (queries, keys, values), biases):
+        ours[f"{name}.weight"] = weight.T.contiguous()  # (d_in, d_out) -> (d_out, d_in)
+        ours[f"{name}.bias"] = bias
+    ours["out_proj.weight"] = state_dict["c_proj.weight"].T.contiguous()  # (d, d)
+    ours["out_proj.bias"] = state_dict["c_proj.bias"]
+    return ours
 
 
 def _modern(config, layer_idx: int, overrides: dict) -> nn.Module:
@@ -106,6 +151,7 @@ LATENT = (_latent, _by_name(latent.from_hf_state_dict))
 # (family, layer kind) -> (builder, renamer of the transformers submodule's weights,
 # called with them and the module built). A kind of None matches every layer.
 BUILDERS = {
+    ("gpt2", None): (_gpt2, _by_name(_gpt2_weights)),
     **{(family, "full_attention"): MODERN for family in FAMILIES},
     **{(family, "sliding_attention"): MODERN for family in FAMILIES},
     ("llama4_text", "chunked_attention"): MODERN,

@@ -1,33 +1,179 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 The llm-attention authors
-"""The attention settings of the 2026 open families, as published, and what follows.
+"""The family table: every model family the site builds, one entry each.
 
-``PUBLISHED`` holds, for one model of each family, the fields of its ``config.json``
-that its attention reads, copied from the file named beside it (on the Hugging Face
-Hub; the values are the published ones, the field names those of the file). Gemma 4's
-were read from copies of Google's files that others published in their own
-repositories (several, which agree), not from Google's files themselves: the source
-says so.
-``family_row`` reads each through ``hf_config.modern_attention_options``, layer by
-layer, the way ``ModernAttention.from_hf_config`` does, and derives what the combined
-page's table shows: nothing in it is typed by hand. ``latent_row`` does the same for
-the latent-attention families (DeepSeek-V3, and V3.2 with its indexer's keys). Not a
-model module.
+An entry (``Family``) holds what the site knows of a family, written once:
+
+- ``published``: for one model or more, the fields of its ``config.json`` that its
+  attention reads, copied from the file named beside it (on the Hugging Face Hub; the
+  values are the published ones, the field names those of the file). Gemma 4's were
+  read from copies of Google's files that others published in their own repositories
+  (several, which agree), not from Google's files themselves: the source says so;
+- ``tiny``: a tiny transformers config of the family (a few layers, width 32), with
+  every mechanism sized to bite within the parity harness's twelve tokens;
+- ``mechanisms``: what its layers do beyond plain causal attention, each with the
+  ``Change`` that drops it from the transformers model (a config field, or an edit of
+  the built model). The harness (``parity.py``) drops each and fails unless the
+  output moves: a tiny config that never reaches a branch fails loudly.
+
+The pages, their parity tables, the tests and the at-a-glance tables read these
+entries (``family_rows.py`` derives the tables' rows). Adding a family is adding an
+entry (and, where its idea is new, a layer module): CONTRIBUTING says how. Not a model
+module: the edits use transformers' module names.
 """
 
 from __future__ import annotations
 
-import math
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Callable
 
-from llm_attention.hf_config import (
-    config_dict,
-    kv_source_layer,
-    layer_type,
-    modern_attention_options,
+import torch
+
+VOCAB = 50  # tiny models' vocabulary
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change to a tiny transformers model: ``config`` fields replaced before it is
+    built, then ``edit(model)`` on the built model (weights already set). As a
+    mechanism's switch, ``layers`` names the layers whose output must move when it is
+    dropped (indices, or kinds such as ``"sliding_attention"``; None: every layer with
+    a token mixer). As a variant, ``ties`` says that it leaves choices to
+    ``torch.topk``'s tie-breaking, which differs with the shape of the call: the
+    variant is compared with transformers call for call, not decoding against one
+    pass."""
+
+    config: dict = field(default_factory=dict)
+    edit: Callable | None = None
+    layers: tuple | None = None
+    ties: bool = False
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of the table (see the module's docstring)."""
+
+    key: str
+    title: str
+    page: str  # the page that explains it, under docs/
+    tiny: dict  # the tiny transformers config, ``model_type`` included
+    mechanisms: dict = field(default_factory=dict)  # name -> Change that drops it
+    published: dict = field(default_factory=dict)  # model -> (source, fields)
+    tables: tuple = ()  # the at-a-glance tables it appears in
+    variants: dict = field(default_factory=dict)  # name -> Change, proven as well
+    init: dict = field(default_factory=dict)  # parameter pattern -> initialiser
+
+
+# --- edits of a built transformers model (names are transformers' own) ---------------
+
+
+def fill(pattern: str, value: float) -> Callable:
+    """Set every parameter whose name matches ``pattern`` to ``value``."""
+
+    def edit(model) -> None:
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if fnmatch.fnmatchcase(name, pattern):
+                    parameter.fill_(value)
+
+    return edit
+
+
+def replace(pattern: str, make: Callable = lambda old: torch.nn.Identity()) -> Callable:
+    """Replace every submodule whose name matches ``pattern`` by ``make(old)``."""
+
+    def edit(model) -> None:
+        for name, module in list(model.named_modules()):
+            if fnmatch.fnmatchcase(name, pattern):
+                parent_name, _, child = name.rpartition(".")
+                setattr(model.get_submodule(parent_name), child, make(module))
+
+    return edit
+
+
+def set_attribute(pattern: str, **values) -> Callable:
+    """Set attributes of every submodule whose name matches ``pattern``."""
+
+    def edit(model) -> None:
+        for name, module in model.named_modules():
+            if fnmatch.fnmatchcase(name, pattern):
+                for attribute, value in values.items():
+                    setattr(module, attribute, value)
+
+    return edit
+
+
+def open_output_gate(head_dim: int) -> Callable:
+    """Qwen3-Next's gated attention: its query projection's second half of each head
+    is the gate; forced to +30, ``sigmoid`` of it is 1 to 1e-13: no gate."""
+
+    def hook(module, args, output):
+        heads = output.view(*output.shape[:-1], -1, 2 * head_dim)  # (B, T, H, 2 d_h)
+        heads[..., head_dim:] = 30.0
+        return output
+
+    def edit(model) -> None:
+        for name, module in model.named_modules():
+            if name.endswith("self_attn.q_proj"):
+                module.register_forward_hook(hook)
+
+    return edit
+
+
+def identity_conv(model) -> None:
+    """Short causal convolutions that pass each channel through unchanged."""
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if fnmatch.fnmatchcase(name, "*conv1d.weight") or fnmatch.fnmatchcase(
+                name, "*_conv1d.weight"
+            ):
+                parameter.zero_()
+                parameter[..., -1] = 1.0  # the current token's tap
+
+
+def own_values(pattern: str, width: int) -> Callable:
+    """Give attention modules matching ``pattern`` a value projection of their own
+    (``width`` to ``width``, seeded) where their values were their keys."""
+
+    def edit(model) -> None:
+        generator = torch.Generator().manual_seed(7)
+        for name, module in model.named_modules():
+            if fnmatch.fnmatchcase(name, pattern):
+                projection = torch.nn.Linear(width, width, bias=False)
+                with torch.no_grad():
+                    projection.weight.copy_(
+                        torch.randn(width, width, generator=generator) * 0.2)
+                module.v_proj = projection
+
+    return edit
+
+
+def rope_default(theta: float) -> Change:
+    """Plain rotary angles at base ``theta`` instead of a scaled table."""
+    return Change(config=dict(rope_parameters=dict(rope_type="default", rope_theta=theta)))
+
+
+# --- the tiny configs' shared sizes -------------------------------------------------
+
+SMALL = dict(  # grouped-query heads: 4 query heads, 2 key/value heads of 16
+    hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+    intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=64,
 )
-
-ATTENTION_KINDS = ("full_attention", "sliding_attention", "chunked_attention")
-
+MOE = dict(num_experts=2, num_experts_per_tok=1, moe_intermediate_size=32)
+LINEAR = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+              linear_value_head_dim=6)
+WINDOW = 5  # windows and chunks of 5 tokens: two boundaries in twelve
+LATENT = dict(  # DeepSeek's latent attention, small
+    hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16,
+    qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, intermediate_size=64,
+    moe_intermediate_size=32, n_routed_experts=2, num_experts_per_tok=1, n_group=1,
+    topk_group=1, first_k_dense_replace=1, vocab_size=VOCAB, max_position_embeddings=64,
+)
+DEEPSEEK_YARN = dict(  # YaRN over 16 positions: heads of 4 rotary numbers see each part
+    rope_type="yarn", rope_theta=10000.0, factor=4.0, beta_fast=32.0, beta_slow=1.0,
+    mscale=1.0, mscale_all_dim=1.0, original_max_position_embeddings=16,
+)
 LLAMA31_ROPE = {
     "rope_type": "llama3",
     "factor": 8.0,
@@ -35,151 +181,6 @@ LLAMA31_ROPE = {
     "high_freq_factor": 4.0,
     "original_max_position_embeddings": 8192,
 }
-
-# name -> (source, the config.json fields attention reads)
-PUBLISHED = {
-    "Llama 3.1 8B": (
-        "meta-llama/Llama-3.1-8B/config.json",
-        dict(
-            model_type="llama",
-            hidden_size=4096,
-            num_hidden_layers=32,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            max_position_embeddings=131072,
-            rope_theta=500000.0,
-            rope_scaling=LLAMA31_ROPE,
-            attention_bias=False,
-        ),
-    ),
-    "Llama 3.1 405B": (
-        "meta-llama/Llama-3.1-405B/config.json",
-        dict(
-            model_type="llama",
-            hidden_size=16384,
-            num_hidden_layers=126,
-            num_attention_heads=128,
-            num_key_value_heads=8,
-            max_position_embeddings=131072,
-            rope_theta=500000.0,
-            rope_scaling=LLAMA31_ROPE,
-            attention_bias=False,
-        ),
-    ),
-    "Mistral 7B v0.1": (
-        "mistralai/Mistral-7B-v0.1/config.json",
-        dict(
-            model_type="mistral",
-            hidden_size=4096,
-            num_hidden_layers=32,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            max_position_embeddings=32768,
-            rope_theta=10000.0,
-            sliding_window=4096,
-        ),
-    ),
-    "Qwen3 8B": (
-        "Qwen/Qwen3-8B/config.json",
-        dict(
-            model_type="qwen3",
-            hidden_size=4096,
-            num_hidden_layers=36,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            head_dim=128,
-            max_position_embeddings=40960,
-            rope_theta=1000000.0,
-            rms_norm_eps=1e-6,
-            attention_bias=False,
-            use_sliding_window=False,
-        ),
-    ),
-    "Gemma 2 9B": (
-        "google/gemma-2-9b/config.json",
-        dict(
-            model_type="gemma2",
-            hidden_size=3584,
-            num_hidden_layers=42,
-            num_attention_heads=16,
-            num_key_value_heads=8,
-            head_dim=256,
-            max_position_embeddings=8192,
-            rope_theta=10000.0,
-            sliding_window=4096,
-            query_pre_attn_scalar=256,
-            attn_logit_softcapping=50.0,
-        ),
-    ),
-    "Gemma 3 27B": (
-        "google/gemma-3-27b-it/config.json (text_config)",
-        dict(
-            model_type="gemma3",
-            text_config=dict(
-                model_type="gemma3_text",
-                hidden_size=5376,
-                num_hidden_layers=62,
-                num_attention_heads=32,
-                num_key_value_heads=16,
-                head_dim=128,
-                max_position_embeddings=131072,
-                rope_theta=1000000.0,
-                rope_local_base_freq=10000.0,
-                rope_scaling={"factor": 8.0, "rope_type": "linear"},
-                sliding_window=1024,
-                sliding_window_pattern=6,
-                query_pre_attn_scalar=168,
-                rms_norm_eps=1e-6,
-            ),
-        ),
-    ),
-    "gpt-oss-120b": (
-        "openai/gpt-oss-120b/config.json",
-        dict(
-            model_type="gpt_oss",
-            hidden_size=2880,
-            num_hidden_layers=36,
-            num_attention_heads=64,
-            num_key_value_heads=8,
-            head_dim=64,
-            max_position_embeddings=131072,
-            rope_theta=150000.0,
-            sliding_window=128,
-            attention_bias=True,
-            rope_scaling={
-                "rope_type": "yarn",
-                "factor": 32.0,
-                "beta_fast": 32.0,
-                "beta_slow": 1.0,
-                "original_max_position_embeddings": 4096,
-                "truncate": False,
-            },
-        ),
-    ),
-    "Qwen3-Next 80B-A3B": (
-        "Qwen/Qwen3-Next-80B-A3B-Instruct/config.json",
-        dict(
-            model_type="qwen3_next",
-            hidden_size=2048,
-            num_hidden_layers=48,
-            num_attention_heads=16,
-            num_key_value_heads=2,
-            head_dim=256,
-            max_position_embeddings=262144,
-            rope_theta=10000000.0,
-            partial_rotary_factor=0.25,
-            full_attention_interval=4,
-            rms_norm_eps=1e-6,
-            hidden_act="silu",
-            linear_num_key_heads=16,
-            linear_num_value_heads=32,
-            linear_key_head_dim=128,
-            linear_value_head_dim=128,
-            linear_conv_kernel_dim=4,
-        ),
-    ),
-}
-
 GEMMA4_ROPE = {  # Gemma 4's rotary: each kind of layer its own
     "full_attention": {
         "partial_rotary_factor": 0.25,
@@ -188,433 +189,670 @@ GEMMA4_ROPE = {  # Gemma 4's rotary: each kind of layer its own
     },
     "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
 }
+# Norms that scale by (1 + w) (Gemma 2 and 3, Qwen3-Next, Qwen3.5): w around 0, so
+# that queries and keys keep the sizes the default draw gives other families
+ONE_PLUS_W_NORMS = {"*norm*": lambda p: p.uniform_(-0.5, 0.5)}
+SLIDING = ("sliding_attention",)
+FULL = ("full_attention",)
+LINEAR_LAYERS = ("linear_attention",)
 
-PUBLISHED.update({
-    "Llama 4 Scout": (
-        "meta-llama/Llama-4-Scout-17B-16E/config.json (text_config)",
-        dict(
-            model_type="llama4",
-            text_config=dict(
-                model_type="llama4_text",
-                hidden_size=5120,
-                num_hidden_layers=48,
-                num_attention_heads=40,
-                num_key_value_heads=8,
-                head_dim=128,
-                max_position_embeddings=262144,
-                rope_theta=500000.0,
-                rope_scaling={
-                    "factor": 8.0,
-                    "high_freq_factor": 4.0,
-                    "low_freq_factor": 1.0,
-                    "original_max_position_embeddings": 8192,
-                    "rope_type": "llama3",
-                },
-                attention_chunk_size=8192,
-                no_rope_layers=[1, 1, 1, 0] * 12,
-                use_qk_norm=True,
-                attn_temperature_tuning=4,  # an int in the file, read as "on"
-                floor_scale=8192,
-                attn_scale=0.1,
-                rms_norm_eps=1e-05,
-                attention_bias=False,
-            ),
-        ),
-    ),
-    "SmolLM3 3B": (
-        "HuggingFaceTB/SmolLM3-3B/config.json",
-        dict(
-            model_type="smollm3",
-            hidden_size=2048,
-            num_hidden_layers=36,
-            num_attention_heads=16,
-            num_key_value_heads=4,
-            max_position_embeddings=65536,
-            rope_theta=5000000.0,
-            no_rope_layer_interval=4,
-            no_rope_layers=[1, 1, 1, 0] * 9,
-            use_sliding_window=False,
-            sliding_window=None,
-            rms_norm_eps=1e-06,
-            attention_bias=False,
-        ),
-    ),
-    "Gemma 4 31B": (
-        "google/gemma-4-31B-it/config.json (text_config), as copied by others",
-        dict(
-            model_type="gemma4",
-            text_config=dict(
-                model_type="gemma4_text",
-                hidden_size=5376,
-                num_hidden_layers=60,
-                num_attention_heads=32,
-                num_key_value_heads=16,
-                num_global_key_value_heads=4,
-                head_dim=256,
-                global_head_dim=512,
-                attention_k_eq_v=True,
-                num_kv_shared_layers=0,
-                sliding_window=1024,
-                max_position_embeddings=262144,
-                layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 10,
-                rope_parameters=GEMMA4_ROPE,
-                rms_norm_eps=1e-06,
-                attention_bias=False,
-            ),
-        ),
-    ),
-    "Gemma 4 E2B": (
-        "google/gemma-4-E2B-it/config.json (text_config), as copied by others",
-        dict(
-            model_type="gemma4",
-            text_config=dict(
-                model_type="gemma4_text",
-                hidden_size=1536,
-                num_hidden_layers=35,
-                num_attention_heads=8,
-                num_key_value_heads=1,
-                num_global_key_value_heads=None,
-                head_dim=256,
-                global_head_dim=512,
-                attention_k_eq_v=False,
-                num_kv_shared_layers=20,
-                sliding_window=512,
-                max_position_embeddings=131072,
-                layer_types=(["sliding_attention"] * 4 + ["full_attention"]) * 7,
-                rope_parameters=GEMMA4_ROPE,
-                rms_norm_eps=1e-06,
-                attention_bias=False,
-            ),
-        ),
-    ),
-})
+# --- the table ----------------------------------------------------------------------
 
-BYTES_PER_NUMBER = 2  # bfloat16, as most of these checkpoints are published
-
-# Latent attention (latent.py): the fields of DeepSeek-V3's config.json it reads
-DEEPSEEK_V3 = (
-    "deepseek-ai/DeepSeek-V3/config.json",
-    dict(
-        model_type="deepseek_v3",
-        hidden_size=7168,
-        num_hidden_layers=61,
-        num_attention_heads=128,
-        num_key_value_heads=128,
-        q_lora_rank=1536,
-        kv_lora_rank=512,
-        qk_nope_head_dim=128,
-        qk_rope_head_dim=64,
-        v_head_dim=128,
-        max_position_embeddings=163840,
-        rope_theta=10000,
-        rope_scaling={
-            "beta_fast": 32,
-            "beta_slow": 1,
-            "factor": 40,
-            "mscale": 1.0,
-            "mscale_all_dim": 1.0,
-            "original_max_position_embeddings": 4096,
-            "type": "yarn",
+_FAMILIES = [
+    Family(
+        key="gpt2",
+        title="GPT-2",
+        page="chapters/multi-head-attention.md",
+        tiny=dict(model_type="gpt2", n_embd=32, n_head=4, n_layer=2, n_positions=64,
+                  n_inner=64, vocab_size=VOCAB, bos_token_id=0, eos_token_id=0),
+        mechanisms={
+            "score scale 1/sqrt(d_h)": Change(config=dict(scale_attn_weights=False)),
+            "query, key and value biases": Change(edit=fill("*attn.c_attn.bias", 0.0)),
         },
-        rms_norm_eps=1e-06,
-        attention_bias=False,
+        published={
+            "GPT-2 small": (
+                "openai-community/gpt2/config.json",
+                dict(model_type="gpt2", n_embd=768, n_head=12, n_layer=12,
+                     n_positions=1024, vocab_size=50257),
+            ),
+        },
     ),
-)
-
-
-# DeepSeek sparse attention: the fields of DeepSeek-V3.2's config.json that the cache
-# reads (the latent and rotary key of latent attention, and the indexer's key)
-DEEPSEEK_V32 = (
-    "deepseek-ai/DeepSeek-V3.2/config.json",
-    dict(
-        model_type="deepseek_v32",
-        hidden_size=7168,
-        num_hidden_layers=61,
-        num_attention_heads=128,
-        q_lora_rank=1536,
-        kv_lora_rank=512,
-        qk_nope_head_dim=128,
-        qk_rope_head_dim=64,
-        v_head_dim=128,
-        index_n_heads=64,
-        index_head_dim=128,
-        index_topk=2048,
-        max_position_embeddings=163840,
-    ),
-)
-LATENT_PUBLISHED = {"DeepSeek-V3": DEEPSEEK_V3, "DeepSeek-V3.2": DEEPSEEK_V32}
-
-
-def latent_row(name: str) -> dict:
-    """What one token leaves in the cache of a latent-attention model: per layer, the
-    latent (``kv_lora_rank``) and the rotary key shared by every head
-    (``qk_rope_head_dim``); with DeepSeek sparse attention, the indexer's key too
-    (``index_head_dim``), so that later tokens can score this one."""
-    source, values = LATENT_PUBLISHED[name]
-    latent = values["kv_lora_rank"] + values["qk_rope_head_dim"]  # numbers per layer
-    indexer = values.get("index_head_dim", 0)  # numbers per layer (V3.2 only)
-    layers = values["num_hidden_layers"]
-    return dict(
-        name=name, source=source, layers=layers,
-        num_heads=values["num_attention_heads"],
-        latent_numbers=latent, indexer_numbers=indexer,
-        top_k=values.get("index_topk"),
-        bytes_per_token=(latent + indexer) * layers * BYTES_PER_NUMBER,
-    )
-
-
-# The hybrids (linear_attention.py): the fields of their config.json that their layers
-# read, linear and full. Qwen3.5's file wraps them in text_config (as Gemma 3's does).
-HYBRIDS = {
-    "Qwen3-Next 80B-A3B": PUBLISHED["Qwen3-Next 80B-A3B"],
-    "Qwen3.5 9B": (
-        "Qwen/Qwen3.5-9B/config.json (text_config)",
-        dict(
-            model_type="qwen3_5",
-            text_config=dict(
-                model_type="qwen3_5_text",
-                hidden_size=4096,
-                num_hidden_layers=32,
-                num_attention_heads=16,
-                num_key_value_heads=4,
-                head_dim=256,
-                max_position_embeddings=262144,
-                full_attention_interval=4,
-                layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 8,
-                rms_norm_eps=1e-6,
-                hidden_act="silu",
-                linear_num_key_heads=16,
-                linear_num_value_heads=32,
-                linear_key_head_dim=128,
-                linear_value_head_dim=128,
-                linear_conv_kernel_dim=4,
-                rope_parameters=dict(
-                    rope_type="default", rope_theta=10000000,
-                    partial_rotary_factor=0.25, mrope_interleaved=True,
-                    mrope_section=[11, 11, 10],
+    Family(
+        key="llama",
+        title="Llama 3.1",
+        page="modern/scaled-rotary.md",
+        tiny=dict(  # heads of 16 at original 32: pairs kept, blended and divided
+            model_type="llama", **SMALL, num_hidden_layers=2, attention_bias=True,
+            rope_parameters=dict(LLAMA31_ROPE, rope_theta=10000.0,
+                                 original_max_position_embeddings=32),
+        ),
+        mechanisms={
+            "llama3 angles": rope_default(10000.0),
+            "biases": Change(edit=fill("*self_attn.*_proj.bias", 0.0)),
+        },
+        published={
+            "Llama 3.1 8B": (
+                "meta-llama/Llama-3.1-8B/config.json",
+                dict(
+                    model_type="llama",
+                    hidden_size=4096,
+                    num_hidden_layers=32,
+                    num_attention_heads=32,
+                    num_key_value_heads=8,
+                    max_position_embeddings=131072,
+                    rope_theta=500000.0,
+                    rope_scaling=LLAMA31_ROPE,
+                    attention_bias=False,
                 ),
             ),
-        ),
-    ),
-    "Kimi Linear 48B-A3B": (
-        "moonshotai/Kimi-Linear-48B-A3B-Instruct/config.json",
-        dict(
-            model_type="kimi_linear",
-            hidden_size=2304,
-            num_hidden_layers=27,
-            num_attention_heads=32,
-            num_key_value_heads=32,
-            kv_lora_rank=512,
-            q_lora_rank=None,
-            qk_nope_head_dim=128,
-            qk_rope_head_dim=64,
-            v_head_dim=128,
-            mla_use_nope=True,
-            model_max_length=1048576,
-            rms_norm_eps=1e-5,
-            hidden_act="silu",
-            linear_attn_config=dict(
-                full_attn_layers=[4, 8, 12, 16, 20, 24, 27],
-                kda_layers=[1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19,
-                            21, 22, 23, 25, 26],
-                head_dim=128,
-                num_heads=32,
-                short_conv_kernel_size=4,
+            "Llama 3.1 405B": (
+                "meta-llama/Llama-3.1-405B/config.json",
+                dict(
+                    model_type="llama",
+                    hidden_size=16384,
+                    num_hidden_layers=126,
+                    num_attention_heads=128,
+                    num_key_value_heads=8,
+                    max_position_embeddings=131072,
+                    rope_theta=500000.0,
+                    rope_scaling=LLAMA31_ROPE,
+                    attention_bias=False,
+                ),
             ),
-        ),
+        },
+        tables=("softmax",),
     ),
-}
-
-
-def hybrid_memory(name: str) -> tuple[int, int, int, int]:
-    """What one sequence keeps in a hybrid of ``HYBRIDS``: ``(full layers, bytes of
-    their caches per token, linear layers, bytes of each one's state)``, weighed with
-    the layers' own caches (``make_cache(1).nbytes``, built on the ``meta`` device),
-    bfloat16 but for the linear layers' state, which is float32."""
-    import torch
-
-    from llm_attention.hf_layers import layer_from_hf
-
-    config = HYBRIDS[name][1]
-    count = config_dict(config)["num_hidden_layers"]
-    kinds = [layer_type(config_dict(config), i) for i in range(count)]
-    with torch.device("meta"):  # shapes only: nothing allocated
-        full = layer_from_hf(config, kinds.index("full_attention"), context_length=1)
-        linear = layer_from_hf(config, kinds.index("linear_attention"))
-        per_token = full.to(torch.bfloat16).make_cache(1).nbytes  # room for one token
-        state = linear.to(torch.bfloat16).make_cache(1).nbytes
-    full_count = kinds.count("full_attention")
-    return full_count, per_token, kinds.count("linear_attention"), state
-
-
-def ideas(options: dict) -> list[str]:
-    """The options of a layer that differ from plain grouped-query attention."""
-    found = []
-    turns = not options.get("nope")  # a layer without positions has no angles
-    rope_type = turns and (options.get("rope_scaling") or {}).get("rope_type")
-    partial = options.get("partial_rotary_factor", 1.0) if turns else 1.0
-    if rope_type == "proportional":  # a share of the pairs, spread over the head
-        found.append(f"proportional angles on {partial:g} of the pairs")
-    elif rope_type:
-        found.append(f"{rope_type} angles")
-    if partial < 1 and rope_type != "proportional":
-        found.append(f"{partial:g} of a head turned")
-    if options.get("qk_norm"):
-        found.append(
-            "(1 + w) QK-norm" if options.get("norm_unit_offset") else "QK-norm"
-        )
-    scale = options.get("scale")
-    if scale == 1.0:
-        found.append("score scale 1")
-    elif scale and not math.isclose(scale, options["head_dim"] ** -0.5):
-        found.append("own score scale")  # not 1 / sqrt(d_h), whatever the field says
-    if options.get("softcap"):
-        found.append(f"soft cap {options['softcap']:g}")
-    if options.get("sinks"):
-        found.append("sinks")
-    if options.get("output_gate"):
-        found.append("output gate")
-    if options.get("qkv_bias"):
-        found.append("biases")
-    if options.get("chunk_size"):
-        found.append(f"chunks of {options['chunk_size']:,}")
-    if options.get("nope"):
-        found.append("layers without positions")
-    if options.get("temperature_tuning"):
-        found.append("temperature tuning")
-    if options.get("qk_norm") and options.get("qk_norm_weight") is False:
-        found[found.index("QK-norm")] = "QK-norm without weights"
-    if options.get("value_norm"):
-        found.append("value norm")
-    if options.get("values_from_keys"):
-        found.append("keys as values")
-    if options.get("kv_shared"):
-        found.append("shared keys and values")
-    return found
-
-
-def family_row(name: str) -> dict:
-    """One model's attention, read layer by layer from its published config.
-
-    The cache per token sums each layer that owns one: a key and a value per key/value
-    head (a layer that reuses an earlier layer's keys and values owns none). A local
-    layer (a window, or chunks) stops growing at its span, so past it only the full
-    layers that own a cache add to it."""
-    source, config = PUBLISHED[name]
-    values = config_dict(config)
-    num_layers = values["num_hidden_layers"]
-    kinds = [layer_type(values, i) for i in range(num_layers)]
-    attention = [i for i, kind in enumerate(kinds) if kind in ATTENTION_KINDS]
-    layers = {i: modern_attention_options(config, i) for i in attention}
-    def span_of(i: int) -> int | None:  # the window or the chunk of a local layer
-        return layers[i].get("window") or layers[i].get("chunk_size")
-
-    local = [i for i in attention if span_of(i)]
-    owners = [i for i in attention if kv_source_layer(values, i) is None]
-
-    def cache_bytes(i: int) -> int:  # K and V of one layer, one token
-        return 2 * layers[i]["num_kv_heads"] * layers[i]["head_dim"] * BYTES_PER_NUMBER
-
-    first = layers[attention[0]]
-    span = next((span_of(i) for i in local), None)
-    shapes = sorted({(o["num_kv_heads"], o["head_dim"]) for o in layers.values()})
-    extra = [
-        f"full layers {kv} x {d}" for kv, d in shapes
-        if (kv, d) != (first["num_kv_heads"], first["head_dim"])
-    ]  # other key/value heads on some layers (Gemma 4)
-    return dict(
-        name=name,
-        source=source,
-        layers=num_layers,
-        attention_layers=len(attention),
-        windowed_layers=len(local),
-        window=span,
-        chunked=any(layers[i].get("chunk_size") for i in local),
-        sharing_layers=len(attention) - len(owners),
-        num_heads=first["num_heads"],
-        num_kv_heads=first["num_kv_heads"],
-        head_dim=first["head_dim"],
-        rope_types=sorted(
-            {
-                "none" if o.get("nope") else
-                (o["rope_scaling"] or {"rope_type": "default"})["rope_type"]
-                for o in layers.values()
-            }
+    Family(
+        key="mistral",
+        title="Mistral",
+        page="modern/sliding-window.md",
+        tiny=dict(model_type="mistral", **SMALL, num_hidden_layers=2,
+                  sliding_window=WINDOW),
+        mechanisms={"window": Change(config=dict(sliding_window=None))},
+        published={
+            "Mistral 7B v0.1": (
+                "mistralai/Mistral-7B-v0.1/config.json",
+                dict(
+                    model_type="mistral",
+                    hidden_size=4096,
+                    num_hidden_layers=32,
+                    num_attention_heads=32,
+                    num_key_value_heads=8,
+                    max_position_embeddings=32768,
+                    rope_theta=10000.0,
+                    sliding_window=4096,
+                ),
+            ),
+        },
+        tables=("softmax",),
+    ),
+    Family(
+        key="qwen3",
+        title="Qwen3",
+        page="modern/combined.md",
+        tiny=dict(model_type="qwen3", **SMALL, num_hidden_layers=2),  # d_h 16, not 32/4
+        mechanisms={"QK-norm": Change(edit=replace("*self_attn.[qk]_norm"))},
+        published={
+            "Qwen3 8B": (
+                "Qwen/Qwen3-8B/config.json",
+                dict(
+                    model_type="qwen3",
+                    hidden_size=4096,
+                    num_hidden_layers=36,
+                    num_attention_heads=32,
+                    num_key_value_heads=8,
+                    head_dim=128,
+                    max_position_embeddings=40960,
+                    rope_theta=1000000.0,
+                    rms_norm_eps=1e-6,
+                    attention_bias=False,
+                    use_sliding_window=False,
+                ),
+            ),
+        },
+        tables=("softmax",),
+    ),
+    Family(
+        key="gemma2",
+        title="Gemma 2",
+        page="modern/open-families.md",
+        tiny=dict(model_type="gemma2", **SMALL, num_hidden_layers=2,
+                  sliding_window=WINDOW, query_pre_attn_scalar=24,
+                  attn_logit_softcapping=2.0),
+        mechanisms={
+            "window": Change(config=dict(sliding_window=64), layers=SLIDING),
+            "soft cap": Change(config=dict(attn_logit_softcapping=None)),
+            "own score scale": Change(config=dict(query_pre_attn_scalar=16)),
+        },
+        published={
+            "Gemma 2 9B": (
+                "google/gemma-2-9b/config.json",
+                dict(
+                    model_type="gemma2",
+                    hidden_size=3584,
+                    num_hidden_layers=42,
+                    num_attention_heads=16,
+                    num_key_value_heads=8,
+                    head_dim=256,
+                    max_position_embeddings=8192,
+                    rope_theta=10000.0,
+                    sliding_window=4096,
+                    query_pre_attn_scalar=256,
+                    attn_logit_softcapping=50.0,
+                ),
+            ),
+        },
+        init=ONE_PLUS_W_NORMS,
+        tables=("softmax",),
+    ),
+    Family(
+        key="gemma3",
+        title="Gemma 3",
+        page="modern/open-families.md",
+        tiny=dict(model_type="gemma3_text", **SMALL, num_hidden_layers=6,
+                  sliding_window=WINDOW, query_pre_attn_scalar=24),
+        mechanisms={
+            "window": Change(config=dict(sliding_window=64), layers=SLIDING),
+            "(1 + w) QK-norm": Change(edit=replace("*self_attn.[qk]_norm")),
+            "local rotary base": Change(
+                config=dict(rope_parameters=dict(
+                    full_attention=dict(rope_type="default", rope_theta=1000000.0),
+                    sliding_attention=dict(rope_type="default", rope_theta=1000000.0),
+                )),
+                layers=SLIDING,
+            ),
+        },
+        published={
+            "Gemma 3 27B": (
+                "google/gemma-3-27b-it/config.json (text_config)",
+                dict(
+                    model_type="gemma3",
+                    text_config=dict(
+                        model_type="gemma3_text",
+                        hidden_size=5376,
+                        num_hidden_layers=62,
+                        num_attention_heads=32,
+                        num_key_value_heads=16,
+                        head_dim=128,
+                        max_position_embeddings=131072,
+                        rope_theta=1000000.0,
+                        rope_local_base_freq=10000.0,
+                        rope_scaling={"factor": 8.0, "rope_type": "linear"},
+                        sliding_window=1024,
+                        sliding_window_pattern=6,
+                        query_pre_attn_scalar=168,
+                        rms_norm_eps=1e-6,
+                    ),
+                ),
+            ),
+        },
+        init=ONE_PLUS_W_NORMS,
+        tables=("softmax",),
+    ),
+    Family(
+        key="gpt_oss",
+        title="gpt-oss",
+        page="modern/open-families.md",
+        tiny=dict(  # YaRN at a low base: heads of 16 have pairs kept, ramped, divided
+            model_type="gpt_oss", **SMALL, num_hidden_layers=2, sliding_window=WINDOW,
+            num_local_experts=2, num_experts_per_tok=1,
+            rope_parameters=dict(rope_type="yarn", rope_theta=10.0, factor=4.0,
+                                 beta_fast=32.0, beta_slow=1.0, truncate=False,
+                                 original_max_position_embeddings=16),
         ),
-        ideas=sorted({idea for o in layers.values() for idea in ideas(o)} | set(extra)),
-        bytes_per_token=sum(cache_bytes(i) for i in owners),
-        bytes_per_token_beyond_window=sum(
-            cache_bytes(i) for i in owners if i not in local
+        mechanisms={
+            "window": Change(config=dict(sliding_window=64), layers=SLIDING),
+            "sinks": Change(edit=fill("*self_attn.sinks", -torch.inf)),
+            "yarn angles": rope_default(10.0),
+            "biases": Change(edit=fill("*self_attn.*_proj.bias", 0.0)),
+        },
+        published={
+            "gpt-oss-120b": (
+                "openai/gpt-oss-120b/config.json",
+                dict(
+                    model_type="gpt_oss",
+                    hidden_size=2880,
+                    num_hidden_layers=36,
+                    num_attention_heads=64,
+                    num_key_value_heads=8,
+                    head_dim=64,
+                    max_position_embeddings=131072,
+                    rope_theta=150000.0,
+                    sliding_window=128,
+                    attention_bias=True,
+                    rope_scaling={
+                        "rope_type": "yarn",
+                        "factor": 32.0,
+                        "beta_fast": 32.0,
+                        "beta_slow": 1.0,
+                        "original_max_position_embeddings": 4096,
+                        "truncate": False,
+                    },
+                ),
+            ),
+        },
+        tables=("softmax",),
+    ),
+    Family(
+        key="qwen3_next",
+        title="Qwen3-Next",
+        page="modern/linear-attention.md",
+        tiny=dict(model_type="qwen3_next", **SMALL, **LINEAR, **MOE, num_hidden_layers=4,
+                  shared_expert_intermediate_size=32),
+        mechanisms={
+            "output gate": Change(edit=open_output_gate(SMALL["head_dim"]), layers=FULL),
+            "a quarter of a head turned": Change(
+                config=dict(partial_rotary_factor=1.0), layers=FULL),
+            "short convolution": Change(edit=identity_conv, layers=LINEAR_LAYERS),
+            "decay": Change(edit=fill("*linear_attn.A_log", -30.0), layers=LINEAR_LAYERS),
+        },
+        published={
+            "Qwen3-Next 80B-A3B": (
+                "Qwen/Qwen3-Next-80B-A3B-Instruct/config.json",
+                dict(
+                    model_type="qwen3_next",
+                    hidden_size=2048,
+                    num_hidden_layers=48,
+                    num_attention_heads=16,
+                    num_key_value_heads=2,
+                    head_dim=256,
+                    max_position_embeddings=262144,
+                    rope_theta=10000000.0,
+                    partial_rotary_factor=0.25,
+                    full_attention_interval=4,
+                    rms_norm_eps=1e-6,
+                    hidden_act="silu",
+                    linear_num_key_heads=16,
+                    linear_num_value_heads=32,
+                    linear_key_head_dim=128,
+                    linear_value_head_dim=128,
+                    linear_conv_kernel_dim=4,
+                ),
+            ),
+        },
+        init=ONE_PLUS_W_NORMS,
+        tables=("softmax", "hybrid"),
+    ),
+    Family(
+        key="llama4",
+        title="Llama 4",
+        page="modern/llama4-smollm3-gemma4.md",
+        tiny=dict(  # chunks of 5; temperature tuning from position 3 on
+            model_type="llama4_text", **SMALL, num_hidden_layers=4,
+            attention_chunk_size=WINDOW, floor_scale=4, attn_scale=0.5,
+            num_local_experts=2, intermediate_size_mlp=32,
+            rope_parameters=dict(LLAMA31_ROPE, rope_theta=500000.0,
+                                 original_max_position_embeddings=16),
         ),
-        bytes_per_token_unshared=sum(cache_bytes(i) for i in attention),
-    )
+        mechanisms={
+            "chunks": Change(config=dict(attention_chunk_size=64),
+                             layers=("chunked_attention",)),
+            "layers without positions": Change(
+                edit=set_attribute("*layers.3.self_attn", use_rope=1), layers=(3,)),
+            "temperature tuning": Change(config=dict(attn_temperature_tuning=False),
+                                         layers=(3,)),
+            "QK-norm without weights": Change(config=dict(use_qk_norm=False),
+                                              layers=("chunked_attention",)),
+            "llama3 angles": Change(config=dict(rope_parameters=dict(
+                rope_type="default", rope_theta=500000.0)),
+                layers=("chunked_attention",)),
+        },
+        published={
+            "Llama 4 Scout": (
+                "meta-llama/Llama-4-Scout-17B-16E/config.json (text_config)",
+                dict(
+                    model_type="llama4",
+                    text_config=dict(
+                        model_type="llama4_text",
+                        hidden_size=5120,
+                        num_hidden_layers=48,
+                        num_attention_heads=40,
+                        num_key_value_heads=8,
+                        head_dim=128,
+                        max_position_embeddings=262144,
+                        rope_theta=500000.0,
+                        rope_scaling={
+                            "factor": 8.0,
+                            "high_freq_factor": 4.0,
+                            "low_freq_factor": 1.0,
+                            "original_max_position_embeddings": 8192,
+                            "rope_type": "llama3",
+                        },
+                        attention_chunk_size=8192,
+                        no_rope_layers=[1, 1, 1, 0] * 12,
+                        use_qk_norm=True,
+                        attn_temperature_tuning=4,  # an int in the file, read as "on"
+                        floor_scale=8192,
+                        attn_scale=0.1,
+                        rms_norm_eps=1e-05,
+                        attention_bias=False,
+                    ),
+                ),
+            ),
+        },
+        tables=("softmax",),
+    ),
+    Family(
+        key="smollm3",
+        title="SmolLM3",
+        page="modern/llama4-smollm3-gemma4.md",
+        tiny=dict(model_type="smollm3", **SMALL, num_hidden_layers=4, pad_token_id=0),
+        mechanisms={  # as published: no window; every fourth layer without positions
+            "layers without positions": Change(
+                edit=set_attribute("*layers.3.self_attn", use_rope=1), layers=(3,)),
+        },
+        published={
+            "SmolLM3 3B": (
+                "HuggingFaceTB/SmolLM3-3B/config.json",
+                dict(
+                    model_type="smollm3",
+                    hidden_size=2048,
+                    num_hidden_layers=36,
+                    num_attention_heads=16,
+                    num_key_value_heads=4,
+                    max_position_embeddings=65536,
+                    rope_theta=5000000.0,
+                    no_rope_layer_interval=4,
+                    no_rope_layers=[1, 1, 1, 0] * 9,
+                    use_sliding_window=False,
+                    sliding_window=None,
+                    rms_norm_eps=1e-06,
+                    attention_bias=False,
+                ),
+            ),
+        },
+        tables=("softmax",),
+    ),
+    Family(
+        key="gemma4",
+        title="Gemma 4 (31B's kind)",
+        page="modern/llama4-smollm3-gemma4.md",
+        tiny=dict(  # full layers: keys as values, one key/value head twice as wide
+            model_type="gemma4_text", **SMALL, num_hidden_layers=3, sliding_window=WINDOW,
+            global_head_dim=32, attention_k_eq_v=True, num_global_key_value_heads=1,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+            hidden_size_per_layer_input=0,
+        ),
+        mechanisms={
+            "window": Change(config=dict(sliding_window=64), layers=SLIDING),
+            "keys as values": Change(edit=own_values("*layers.2.self_attn", 32),
+                                     layers=(2,)),
+            "proportional angles": Change(
+                config=dict(rope_parameters=dict(
+                    full_attention=dict(rope_type="default", rope_theta=1000000.0),
+                    sliding_attention=dict(rope_type="default", rope_theta=10000.0),
+                )),
+                layers=FULL),
+            "value norm": Change(edit=replace("*self_attn.v_norm")),
+        },
+        published={
+            "Gemma 4 31B": (
+                "google/gemma-4-31B-it/config.json (text_config), as copied by others",
+                dict(
+                    model_type="gemma4",
+                    text_config=dict(
+                        model_type="gemma4_text",
+                        hidden_size=5376,
+                        num_hidden_layers=60,
+                        num_attention_heads=32,
+                        num_key_value_heads=16,
+                        num_global_key_value_heads=4,
+                        head_dim=256,
+                        global_head_dim=512,
+                        attention_k_eq_v=True,
+                        num_kv_shared_layers=0,
+                        sliding_window=1024,
+                        max_position_embeddings=262144,
+                        layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 10,
+                        rope_parameters=GEMMA4_ROPE,
+                        rms_norm_eps=1e-06,
+                        attention_bias=False,
+                    ),
+                ),
+            ),
+        },
+        tables=("softmax",),
+    ),
+    Family(
+        key="gemma4_e2b",
+        title="Gemma 4 (E2B's kind)",
+        page="modern/llama4-smollm3-gemma4.md",
+        tiny=dict(  # the last three layers reuse the keys and values of layers 1 and 2
+            model_type="gemma4_text", **SMALL, num_hidden_layers=6, sliding_window=WINDOW,
+            global_head_dim=32, num_kv_shared_layers=3, hidden_size_per_layer_input=8,
+            vocab_size_per_layer_input=VOCAB,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+        ),
+        mechanisms={
+            "window": Change(config=dict(sliding_window=64), layers=SLIDING),
+            "shared keys and values": Change(  # the sources' keys move the readers
+                edit=fill("*layers.[12].self_attn.k_proj.weight", 0.01), layers=(3, 4, 5)),
+        },
+        published={
+            "Gemma 4 E2B": (
+                "google/gemma-4-E2B-it/config.json (text_config), as copied by others",
+                dict(
+                    model_type="gemma4",
+                    text_config=dict(
+                        model_type="gemma4_text",
+                        hidden_size=1536,
+                        num_hidden_layers=35,
+                        num_attention_heads=8,
+                        num_key_value_heads=1,
+                        num_global_key_value_heads=None,
+                        head_dim=256,
+                        global_head_dim=512,
+                        attention_k_eq_v=False,
+                        num_kv_shared_layers=20,
+                        sliding_window=512,
+                        max_position_embeddings=131072,
+                        layer_types=(["sliding_attention"] * 4 + ["full_attention"]) * 7,
+                        rope_parameters=GEMMA4_ROPE,
+                        rms_norm_eps=1e-06,
+                        attention_bias=False,
+                    ),
+                ),
+            ),
+        },
+        tables=("softmax",),
+    ),
+    Family(
+        key="qwen3_5",
+        title="Qwen3.5",
+        page="modern/linear-attention.md",
+        tiny=dict(model_type="qwen3_5_text", **SMALL, **LINEAR, num_hidden_layers=4),
+        mechanisms={
+            "output gate": Change(edit=open_output_gate(SMALL["head_dim"]), layers=FULL),
+            "short convolution": Change(edit=identity_conv, layers=LINEAR_LAYERS),
+            "decay": Change(edit=fill("*linear_attn.A_log", -30.0), layers=LINEAR_LAYERS),
+        },
+        published={
+            "Qwen3.5 9B": (
+                "Qwen/Qwen3.5-9B/config.json (text_config)",
+                dict(
+                    model_type="qwen3_5",
+                    text_config=dict(
+                        model_type="qwen3_5_text",
+                        hidden_size=4096,
+                        num_hidden_layers=32,
+                        num_attention_heads=16,
+                        num_key_value_heads=4,
+                        head_dim=256,
+                        max_position_embeddings=262144,
+                        full_attention_interval=4,
+                        layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 8,
+                        rms_norm_eps=1e-6,
+                        hidden_act="silu",
+                        linear_num_key_heads=16,
+                        linear_num_value_heads=32,
+                        linear_key_head_dim=128,
+                        linear_value_head_dim=128,
+                        linear_conv_kernel_dim=4,
+                        rope_parameters=dict(
+                            rope_type="default", rope_theta=10000000,
+                            partial_rotary_factor=0.25, mrope_interleaved=True,
+                            mrope_section=[11, 11, 10],
+                        ),
+                    ),
+                ),
+            ),
+        },
+        init=ONE_PLUS_W_NORMS,
+        tables=("hybrid",),
+    ),
+    Family(
+        key="kimi_linear",
+        title="Kimi Linear",
+        page="modern/linear-attention.md",
+        tiny=dict(  # KDA, latent, KDA: as Kimi Linear mixes them
+            model_type="kimi_linear", hidden_size=32, num_attention_heads=4,
+            num_key_value_heads=4, num_hidden_layers=3, intermediate_size=64,
+            vocab_size=VOCAB, linear_num_heads=4, linear_head_dim=8, kv_lora_rank=16,
+            qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, **MOE,
+            model_max_length=64, pad_token_id=None, bos_token_id=None,
+            eos_token_id=None,
+            layer_types=["linear_attention", "full_attention", "linear_attention"],
+        ),
+        mechanisms={
+            "short convolution": Change(edit=identity_conv, layers=LINEAR_LAYERS),
+            "decay": Change(edit=fill("*A_log", -30.0), layers=LINEAR_LAYERS),
+        },
+        published={
+            "Kimi Linear 48B-A3B": (
+                "moonshotai/Kimi-Linear-48B-A3B-Instruct/config.json",
+                dict(
+                    model_type="kimi_linear",
+                    hidden_size=2304,
+                    num_hidden_layers=27,
+                    num_attention_heads=32,
+                    num_key_value_heads=32,
+                    kv_lora_rank=512,
+                    q_lora_rank=None,
+                    qk_nope_head_dim=128,
+                    qk_rope_head_dim=64,
+                    v_head_dim=128,
+                    mla_use_nope=True,
+                    model_max_length=1048576,
+                    rms_norm_eps=1e-5,
+                    hidden_act="silu",
+                    linear_attn_config=dict(
+                        full_attn_layers=[4, 8, 12, 16, 20, 24, 27],
+                        kda_layers=[1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19,
+                                    21, 22, 23, 25, 26],
+                        head_dim=128,
+                        num_heads=32,
+                        short_conv_kernel_size=4,
+                    ),
+                ),
+            ),
+        },
+        tables=("hybrid",),
+    ),
+    Family(
+        key="deepseek_v3",
+        title="DeepSeek-V3",
+        page="modern/latent-attention.md",
+        tiny=dict(model_type="deepseek_v3", **LATENT, num_hidden_layers=2,
+                  q_lora_rank=24, rope_parameters=DEEPSEEK_YARN),
+        mechanisms={
+            "YaRN angles and mscale": Change(config=dict(rope_parameters=dict(
+                rope_type="default", rope_theta=10000.0))),
+        },
+        variants={"no query bottleneck": Change(config=dict(q_lora_rank=None))},
+        published={
+            "DeepSeek-V3": (
+                "deepseek-ai/DeepSeek-V3/config.json",
+                dict(
+                    model_type="deepseek_v3",
+                    hidden_size=7168,
+                    num_hidden_layers=61,
+                    num_attention_heads=128,
+                    num_key_value_heads=128,
+                    q_lora_rank=1536,
+                    kv_lora_rank=512,
+                    qk_nope_head_dim=128,
+                    qk_rope_head_dim=64,
+                    v_head_dim=128,
+                    max_position_embeddings=163840,
+                    rope_theta=10000,
+                    rope_scaling={
+                        "beta_fast": 32,
+                        "beta_slow": 1,
+                        "factor": 40,
+                        "mscale": 1.0,
+                        "mscale_all_dim": 1.0,
+                        "original_max_position_embeddings": 4096,
+                        "type": "yarn",
+                    },
+                    rms_norm_eps=1e-06,
+                    attention_bias=False,
+                ),
+            ),
+        },
+        tables=("latent",),
+    ),
+    Family(
+        key="deepseek_v32",
+        title="DeepSeek-V3.2",
+        page="modern/sparse-attention.md",
+        tiny=dict(  # the indexer keeps 4 of up to 12 tokens; 16 heads: no ReLU ties at 0
+            model_type="deepseek_v32", **LATENT, num_hidden_layers=2, q_lora_rank=24,
+            index_n_heads=16, index_head_dim=8, index_topk=4,
+            rope_parameters=DEEPSEEK_YARN,
+        ),
+        mechanisms={"top-k": Change(config=dict(index_topk=64))},
+        variants={  # every index score 0: the choice is torch.topk's tie-breaking
+            "every index score tied at 0": Change(
+                edit=fill("*indexer.weights_proj.weight", 0.0), ties=True),
+        },
+        published={
+            "DeepSeek-V3.2": (
+                "deepseek-ai/DeepSeek-V3.2/config.json",
+                dict(
+                    model_type="deepseek_v32",
+                    hidden_size=7168,
+                    num_hidden_layers=61,
+                    num_attention_heads=128,
+                    q_lora_rank=1536,
+                    kv_lora_rank=512,
+                    qk_nope_head_dim=128,
+                    qk_rope_head_dim=64,
+                    v_head_dim=128,
+                    index_n_heads=64,
+                    index_head_dim=128,
+                    index_topk=2048,
+                    max_position_embeddings=163840,
+                ),
+            ),
+        },
+        tables=("latent",),
+    ),
+]
+
+FAMILIES = {family.key: family for family in _FAMILIES}
 
 
-def stretch_figure(curves: dict, narrow: bool = False):
-    """How much each pair's speed is divided by, against its wavelength before the
-    stretch: ``curves`` maps a label to ``(wavelengths, divided_by, training_length)``,
-    tensors ``(d_rot / 2,)`` and an int."""
-    import matplotlib.pyplot as plt
-
-    from . import figures  # noqa: F401  (its ink, swapped in the dark variant)
-
-    colours = ("#1f77b4", "#e8710a", "#2ca02c")
-    with plt.rc_context({"font.size": 10 if narrow else 9}):
-        fig, ax = plt.subplots(figsize=(4.2, 4.0) if narrow else (7.0, 3.2))
-        for (label, (wavelength, divided_by, length)), colour in zip(
-            curves.items(), colours
-        ):
-            ax.plot(
-                wavelength,
-                divided_by,
-                marker="o",
-                markersize=3,
-                color=colour,
-                label=label,
-            )
-            ax.axvline(length, color=colour, linestyle="--", linewidth=1)
-        ax.set(
-            xscale="log",
-            yscale="log",
-            xlabel="wavelength before the stretch (positions)",
-            ylabel="speed divided by",
-            title="Which pairs are stretched, and by how much",
-        )
-        ticks = [1, 2, 4, 8, 16, 32]
-        ax.set_yticks(ticks, [str(t) for t in ticks])
-        ax.minorticks_off()
-        ax.grid(alpha=0.3)
-        if narrow:  # below the plot: the phone's plot has no empty corner wide enough
-            ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.22))
-        else:
-            ax.legend(fontsize=8, loc="lower right")
-        fig.tight_layout()
-    return fig
+def published(table: str) -> dict:
+    """Model name -> (source, config.json fields), of the families in ``table``
+    (``"softmax"``, ``"latent"`` or ``"hybrid"``), in the table's order."""
+    return {
+        name: entry
+        for family in _FAMILIES if table in family.tables
+        for name, entry in family.published.items()
+    }
 
 
-def cache_figure(bars: dict, narrow: bool = False):
-    """What one token leaves in one layer's cache: ``bars`` maps a label to the numbers
-    cached, drawn to one linear scale so that the sizes compare by eye."""
-    import matplotlib.pyplot as plt
+def published_model(name: str) -> tuple[str, dict]:
+    """(source, config.json fields) of the published model ``name``, any family."""
+    for family in _FAMILIES:
+        if name in family.published:
+            return family.published[name]
+    raise KeyError(f"no family publishes {name!r}")
 
-    from . import figures  # noqa: F401  (its ink, swapped in the dark variant)
 
-    colours = ("#e8710a", "#1f77b4", "#2ca02c")
-    labels, sizes = list(bars), list(bars.values())
-    with plt.rc_context({"font.size": 10 if narrow else 9}):
-        fig, ax = plt.subplots(figsize=(3.7, 2.8) if narrow else (7.0, 2.4))
-        ax.barh(range(len(sizes)), sizes, color=colours[: len(sizes)])
-        for i, size in enumerate(sizes):
-            ax.annotate(f"{size:,}", (size, i), xytext=(4, 0),
-                        textcoords="offset points", va="center")
-        ax.set_yticks(range(len(labels)), labels=labels)
-        ax.invert_yaxis()  # the first label on top
-        ax.set_xlim(0, max(sizes) * (1.3 if narrow else 1.18))
-        step = 20_000 if narrow else 10_000
-        ticks = range(0, int(max(sizes)) + 1, step)
-        ax.set_xticks(ticks, labels=[f"{t:,}" for t in ticks])
-        ax.set_xlabel("numbers cached per token, per layer")
-        ax.spines[["top", "right"]].set_visible(False)
-        fig.patch.set_alpha(0)
-        fig.tight_layout()
-    return fig
+# The views the pages read, derived from the table: nothing is typed twice
+PUBLISHED = published("softmax")
+LATENT_PUBLISHED = published("latent")
+HYBRIDS = published("hybrid")
+DEEPSEEK_V3 = published_model("DeepSeek-V3")
+DEEPSEEK_V32 = published_model("DeepSeek-V3.2")

@@ -31,6 +31,7 @@ Not a model module: it needs matplotlib for the figure.
 
 from __future__ import annotations
 
+from .families import DEEPSEEK_V3 as _PUBLISHED_V3
 from .families import DEEPSEEK_V32 as _PUBLISHED_V32
 
 # DeepSeek-V3.2's sizes as its inference code ships them: the fields of its config.json
@@ -41,15 +42,7 @@ DEEPSEEK_V32 = (
         _PUBLISHED_V32[1],
         num_key_value_heads=128,
         rope_theta=10000,
-        rope_scaling={
-            "beta_fast": 32,
-            "beta_slow": 1,
-            "factor": 40,
-            "mscale": 1.0,
-            "mscale_all_dim": 1.0,
-            "original_max_position_embeddings": 4096,
-            "type": "yarn",
-        },
+        rope_scaling=_PUBLISHED_V3[1]["rope_scaling"],  # DeepSeek-V3's YaRN, the same
         rms_norm_eps=1e-06,
         attention_bias=False,
     ),
