@@ -151,7 +151,8 @@ def own_values(pattern: str, width: int) -> Callable:
 
 def rope_default(theta: float) -> Change:
     """Plain rotary angles at base ``theta`` instead of a scaled table."""
-    return Change(config=dict(rope_parameters=dict(rope_type="default", rope_theta=theta)))
+    plain = dict(rope_type="default", rope_theta=theta)
+    return Change(config=dict(rope_parameters=plain))
 
 
 # --- the tiny configs' shared sizes -------------------------------------------------
@@ -437,14 +438,16 @@ _FAMILIES = [
         key="qwen3_next",
         title="Qwen3-Next",
         page="modern/linear-attention.md",
-        tiny=dict(model_type="qwen3_next", **SMALL, **LINEAR, **MOE, num_hidden_layers=4,
-                  shared_expert_intermediate_size=32),
+        tiny=dict(model_type="qwen3_next", **SMALL, **LINEAR, **MOE,
+                  num_hidden_layers=4, shared_expert_intermediate_size=32),
         mechanisms={
-            "output gate": Change(edit=open_output_gate(SMALL["head_dim"]), layers=FULL),
+            "output gate": Change(edit=open_output_gate(SMALL["head_dim"]),
+                                  layers=FULL),
             "a quarter of a head turned": Change(
                 config=dict(partial_rotary_factor=1.0), layers=FULL),
             "short convolution": Change(edit=identity_conv, layers=LINEAR_LAYERS),
-            "decay": Change(edit=fill("*linear_attn.A_log", -30.0), layers=LINEAR_LAYERS),
+            "decay": Change(edit=fill("*linear_attn.A_log", -30.0),
+                            layers=LINEAR_LAYERS),
         },
         published={
             "Qwen3-Next 80B-A3B": (
@@ -568,7 +571,8 @@ _FAMILIES = [
         title="Gemma 4 (31B's kind)",
         page="modern/llama4-smollm3-gemma4.md",
         tiny=dict(  # full layers: keys as values, one key/value head twice as wide
-            model_type="gemma4_text", **SMALL, num_hidden_layers=3, sliding_window=WINDOW,
+            model_type="gemma4_text", **SMALL, num_hidden_layers=3,
+            sliding_window=WINDOW,
             global_head_dim=32, attention_k_eq_v=True, num_global_key_value_heads=1,
             layer_types=["sliding_attention", "sliding_attention", "full_attention"],
             hidden_size_per_layer_input=0,
@@ -603,7 +607,8 @@ _FAMILIES = [
                         num_kv_shared_layers=0,
                         sliding_window=1024,
                         max_position_embeddings=262144,
-                        layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 10,
+                        layer_types=(
+                            ["sliding_attention"] * 5 + ["full_attention"]) * 10,
                         rope_parameters=GEMMA4_ROPE,
                         rms_norm_eps=1e-06,
                         attention_bias=False,
@@ -618,15 +623,18 @@ _FAMILIES = [
         title="Gemma 4 (E2B's kind)",
         page="modern/llama4-smollm3-gemma4.md",
         tiny=dict(  # the last three layers reuse the keys and values of layers 1 and 2
-            model_type="gemma4_text", **SMALL, num_hidden_layers=6, sliding_window=WINDOW,
+            model_type="gemma4_text", **SMALL, num_hidden_layers=6,
+            sliding_window=WINDOW,
             global_head_dim=32, num_kv_shared_layers=3, hidden_size_per_layer_input=8,
             vocab_size_per_layer_input=VOCAB,
-            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+            layer_types=["sliding_attention", "sliding_attention",
+                         "full_attention"] * 2,
         ),
         mechanisms={
             "window": Change(config=dict(sliding_window=64), layers=SLIDING),
             "shared keys and values": Change(  # the sources' keys move the readers
-                edit=fill("*layers.[12].self_attn.k_proj.weight", 0.01), layers=(3, 4, 5)),
+                edit=fill("*layers.[12].self_attn.k_proj.weight", 0.01),
+                layers=(3, 4, 5)),
         },
         published={
             "Gemma 4 E2B": (
@@ -646,7 +654,8 @@ _FAMILIES = [
                         num_kv_shared_layers=20,
                         sliding_window=512,
                         max_position_embeddings=131072,
-                        layer_types=(["sliding_attention"] * 4 + ["full_attention"]) * 7,
+                        layer_types=(
+                            ["sliding_attention"] * 4 + ["full_attention"]) * 7,
                         rope_parameters=GEMMA4_ROPE,
                         rms_norm_eps=1e-06,
                         attention_bias=False,
@@ -662,9 +671,11 @@ _FAMILIES = [
         page="modern/linear-attention.md",
         tiny=dict(model_type="qwen3_5_text", **SMALL, **LINEAR, num_hidden_layers=4),
         mechanisms={
-            "output gate": Change(edit=open_output_gate(SMALL["head_dim"]), layers=FULL),
+            "output gate": Change(edit=open_output_gate(SMALL["head_dim"]),
+                                  layers=FULL),
             "short convolution": Change(edit=identity_conv, layers=LINEAR_LAYERS),
-            "decay": Change(edit=fill("*linear_attn.A_log", -30.0), layers=LINEAR_LAYERS),
+            "decay": Change(edit=fill("*linear_attn.A_log", -30.0),
+                            layers=LINEAR_LAYERS),
         },
         published={
             "Qwen3.5 9B": (
@@ -795,7 +806,7 @@ _FAMILIES = [
         key="deepseek_v32",
         title="DeepSeek-V3.2",
         page="modern/sparse-attention.md",
-        tiny=dict(  # the indexer keeps 4 of up to 12 tokens; 16 heads: no ReLU ties at 0
+        tiny=dict(  # the indexer keeps 4 of 12 tokens; 16 heads: no ReLU ties at 0
             model_type="deepseek_v32", **LATENT, num_hidden_layers=2, q_lora_rank=24,
             index_n_heads=16, index_head_dim=8, index_topk=4,
             rope_parameters=DEEPSEEK_YARN,

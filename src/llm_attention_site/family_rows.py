@@ -3,9 +3,10 @@
 """The rows of the at-a-glance tables, derived from the family table's published
 configs (``families.py``).
 
-``family_row`` reads each softmax model through ``hf_config.modern_attention_options``, layer by
-layer, the way ``ModernAttention.from_hf_config`` does, and derives what the combined
-page's table shows: nothing in it is typed by hand. ``latent_row`` does the same for
+``family_row`` reads each softmax model through
+``hf_config.modern_attention_options``, layer by layer, the way
+``ModernAttention.from_hf_config`` does, and derives what the combined page's table
+shows: nothing in it is typed by hand. ``latent_row`` does the same for
 the latent-attention families (DeepSeek-V3, and V3.2 with its indexer's keys). Not a
 model module.
 """

@@ -27,7 +27,8 @@ def fetch(site_url: str) -> None:
         code = f"{site_url}code/{package}/"
         folder = pathlib.Path(package)
         folder.mkdir(exist_ok=True)
-        for name in urllib.request.urlopen(code + "modules.txt").read().decode().split():
+        listing = urllib.request.urlopen(code + "modules.txt").read().decode()
+        for name in listing.split():
             (folder / name).write_bytes(urllib.request.urlopen(code + name).read())
         if str(pathlib.Path.cwd()) not in sys.path:
             sys.path.insert(0, str(pathlib.Path.cwd()))

@@ -320,7 +320,8 @@ def one_pass_gap(key: str, module: torch.nn.Module, at=(0, "self_attn"),
 def forms(module: torch.nn.Module) -> dict[str, dict]:
     """The forms ``module`` computes in: name -> attribute settings."""
     found = FORMS.get(type(module).__name__, {"default": {}})
-    if getattr(module, "softcap", None) is not None or getattr(module, "sinks", None) is not None:
+    fused = all(getattr(module, name, None) is None for name in ("softcap", "sinks"))
+    if not fused:  # the fused kernel has no soft cap and no sinks
         found = {name: s for name, s in found.items() if not s.get("fast_path")}
     return found
 
@@ -414,7 +415,8 @@ def reference_gradient(key, variant, at, padded: bool, weights) -> torch.Tensor:
 def _gap(got: torch.Tensor, expected: torch.Tensor, real: torch.Tensor) -> float:
     """The largest |got - expected| at real tokens, relative to ``1 + |expected|``
     (the tolerance is atol = rtol)."""
-    return ((got[real] - expected[real]).abs() / (1 + expected[real].abs())).max().item()
+    gap = (got[real] - expected[real]).abs() / (1 + expected[real].abs())
+    return gap.max().item()
 
 
 @dataclass
@@ -475,7 +477,7 @@ def tolerance(case: str) -> float:
     return GRAD_TOL if case.startswith("gradients") else TOL
 
 
-def _layers_with(key: str, variant: str | None, change: Change) -> list[tuple[int, str]]:
+def _layers_with(key: str, variant: str | None, change: Change) -> list:
     config, _ = model(key, variant)
     where = mixers(key, variant)
     if change.layers is None:
@@ -503,7 +505,8 @@ def reach(key: str, variant: str | None = None) -> dict:
 def prove_mixer(key, variant, at):  # -> LayerProof
     config, _ = model(key, variant)
     module = ours(key, variant, *at)
-    proof = LayerProof(at[0], at[1], layer_kind(config, at[0])[1], type(module).__name__)
+    kind = layer_kind(config, at[0])[1]
+    proof = LayerProof(at[0], at[1], kind, type(module).__name__)
     weights = torch.randn(B, T, config.hidden_size,
                           generator=torch.Generator().manual_seed(4))
     ties = variant is not None and FAMILIES[key].variants[variant].ties
@@ -520,10 +523,11 @@ def prove_mixer(key, variant, at):  # -> LayerProof
                 diff[form, label] = _gap(got, expected, real)
                 if one_pass is None:
                     one_pass = got
-                elif not ties:  # decoding the one pass's inputs, against our own one pass
+                elif not ties:  # decoding the one pass's inputs, against our one pass
                     same = torch.cat(our_run(key, variant, at, form, split, padded,
                                              one_pass_inputs=True), dim=1)
-                    diff[form, f"{label} against our one pass"] = _gap(same, one_pass, real)
+                    case = f"{label} against our one pass"
+                    diff[form, case] = _gap(same, one_pass, real)
         real = real_tokens(True)
         masked = weights * real[..., None]  # (B, T, d): real tokens' outputs only
         got = our_run(key, variant, at, form, "one pass", True, grad_weights=masked)[0]
@@ -554,7 +558,8 @@ def summary(key: str, variant: str | None = None) -> list[str]:
     for p in proof.layers:
         forms_seen = dict.fromkeys(form for form, _ in p.differences)
         worst = "  ".join(f"{form} {p.worst_of(form):.0e}" for form in forms_seen)
-        lines.append(f"  layer {p.layer} {p.mixer:<11} {p.kind:<18} {p.module:<21} {worst}")
+        lines.append(
+            f"  layer {p.layer} {p.mixer:<11} {p.kind:<18} {p.module:<21} {worst}")
     if proof.reach:
         moves = ", ".join(f"{name} {min(m.values()):.2f}"
                           for name, m in proof.reach.items() if m)
