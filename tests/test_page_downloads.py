@@ -29,8 +29,8 @@ import pytest
 from mkdocs.config import load_config
 from mkdocs.structure.files import get_files
 
-from tests.clean_python import PreloadedRunner, make_clean_python
 from llm_attention_site.copy_sets import copyable_modules
+from tests.clean_python import PreloadedRunner, make_clean_python
 from tests.test_copy_sets import EXAMPLES, SCRIPT, assert_same, run_example
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def test_a_linked_download_is_published_under_the_name_its_link_gives(site_files
 SINGLE_FILES = [p for p in MODULE_LINKS if p.endswith(".py")]
 
 
-@pytest.mark.xdist_group("copy sets")  # one clean environment per worker that runs them
+@pytest.mark.xdist_group("page downloads")  # one worker, one clean environment
 @pytest.mark.parametrize("path", SINGLE_FILES)
 def test_a_module_linked_alone_works_alone_with_only_torch(site_files, torch_only, tmp_path, path):
     import importlib
