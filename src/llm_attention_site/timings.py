@@ -2,16 +2,17 @@
 # Copyright (c) 2026 The llm-attention authors
 """When the pages may call one timing faster than another.
 
-Every results file under ``benchmarks/`` records, for each timed cell, the median time of
-its blocks (``median_s``) and their interquartile range (``iqr_s``, the middle half of the
-blocks: the spread). Two cells are *separated* when their medians differ by more than the
-spread of each:
+Every results file under ``benchmarks/`` records, for each timed cell, the median time
+of its blocks (``median_s``) and their interquartile range (``iqr_s``, the middle half
+of the blocks: the spread). Two cells are *separated* when their medians differ by more
+than the spread of each:
 
     |median_a - median_b| > iqr_a  and  |median_a - median_b| > iqr_b
 
 Only then does a page call the lower one faster; otherwise it says the two tie at that
 length. ``verdict`` gives the word, ``tally`` counts the words over many pairs, and
-``first_separated`` finds where a series of pairs starts to separate. Not a model module.
+``first_separated`` finds where a series of pairs starts to separate. Not a model
+module.
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ FASTER, SLOWER, TIED = "faster", "slower", "tied"
 
 def _median_and_spread(cell: Mapping, name: str) -> tuple[float, float]:
     if not isinstance(cell, Mapping):
-        raise TypeError(f"{name} must be a results row (a dict), got {type(cell).__name__}")
+        raise TypeError(
+            f"{name} must be a results row (a dict), got {type(cell).__name__}"
+        )
     missing = [key for key in ("median_s", "iqr_s") if key not in cell]
     if missing:
-        raise ValueError(f"{name} has no {' or '.join(missing)}: got the keys {sorted(cell)}")
+        raise ValueError(
+            f"{name} has no {' or '.join(missing)}: got the keys {sorted(cell)}"
+        )
     median, spread = cell["median_s"], cell["iqr_s"]
     if not median > 0 or not spread >= 0:
         raise ValueError(
@@ -63,7 +68,9 @@ def first_separated(pairs: Mapping[int, tuple[Mapping, Mapping]], word: str = FA
     """The first key (a length, in increasing order) from which every pair's verdict is
     ``word``; None if the last pair's is not."""
     if word not in (FASTER, SLOWER, TIED):
-        raise ValueError(f"word must be {FASTER!r}, {SLOWER!r} or {TIED!r}, got {word!r}")
+        raise ValueError(
+            f"word must be {FASTER!r}, {SLOWER!r} or {TIED!r}, got {word!r}"
+        )
     first = None
     for key in sorted(pairs):
         if verdict(*pairs[key]) == word:
