@@ -133,6 +133,12 @@ MISTRAL4_ROPE = dict(type="yarn", rope_theta=10000.0, factor=4.0, original_max_p
                      llama_4_scaling_beta=0.5)
 MIMO_ROPE = {kind: dict(rope_type="default", rope_theta=theta, partial_rotary_factor=0.334)
              for kind, theta in (("full_attention", 5e6), ("sliding_attention", 1e4))}
+LAGUNA_ROPE = {  # Laguna XS.2.1's kinds: YaRN on half of each head of the full layers
+    "full_attention": dict(rope_type="yarn", rope_theta=5e5, factor=4.0,
+                           original_max_position_embeddings=4, beta_fast=64.0, beta_slow=1.0,
+                           attention_factor=1.35, partial_rotary_factor=0.5),
+    "sliding_attention": dict(rope_type="default", rope_theta=1e4, partial_rotary_factor=1.0),
+}
 
 # One entry per family: the tiny config, and for each mechanism the layer that has it and how it is
 # switched off on the transformers side. "prompt_alone": left-padded rows are compared with the
@@ -197,14 +203,17 @@ FAMILIES = {
                   num_experts=2, num_experts_per_tok=1, moe_intermediate_size=16,
                   shared_expert_intermediate_size=16, head_dim=8, sliding_window=4,
                   layer_types=["full_attention", "sliding_attention"],
-                  num_attention_heads_per_layer=[4, 6], gating=True),
+                  num_attention_heads_per_layer=[4, 6], gating=True, rope_parameters=LAGUNA_ROPE),
         mechanisms={
             "softplus gate": (0, patch(_laguna_gate_off)),
             "per-layer head count": (1, weight_change(_laguna_drop_extra_heads)),
             "window": (1, config_change(sliding_window=64)),
             "partial rotary": (0, config_change(rope_parameters={
-                "full_attention": dict(rope_type="default", rope_theta=5e5),
-                "sliding_attention": dict(rope_type="default", rope_theta=1e4)})),
+                **LAGUNA_ROPE, "full_attention": {**LAGUNA_ROPE["full_attention"],
+                                                  "partial_rotary_factor": 1.0}})),
+            "YaRN attention factor": (0, config_change(rope_parameters={
+                **LAGUNA_ROPE, "full_attention": {**LAGUNA_ROPE["full_attention"],
+                                                  "attention_factor": 1.0}})),
         },
     ),
     "laguna-per-element": dict(  # the other gating of Laguna's config
@@ -520,3 +529,164 @@ def test_the_glm_top_k_is_not_decided_by_a_tie():
     gap = (ranked[:, k:, k - 1] - ranked[:, k:, k]).min().item()  # queries that see > k keys
     print(f"smallest gap at the top-k edge: {gap:.3g}")
     assert gap > 1e-4
+
+
+# --- the published configs --------------------------------------------------------------------
+
+# The fields attention reads from one published config.json of each family, trimmed. The hub is
+# out of reach here: each is a copy others made of the file, named by where it was found.
+PUBLISHED = {
+    "GLM-5.3": dict(
+        source="zai-org/GLM-5.3 config.json, as copied by others: TorchMoE/MoE-Infinity "
+               "tests/fixtures/glm_5_3/config.json",
+        config=dict(
+            model_type="glm_moe_dsa", hidden_size=6144, num_hidden_layers=78,
+            num_attention_heads=64, num_key_value_heads=64, q_lora_rank=2048, kv_lora_rank=512,
+            qk_nope_head_dim=192, qk_rope_head_dim=64, v_head_dim=256, head_dim=192,
+            index_topk=2048, index_n_heads=32, index_head_dim=128, index_topk_freq=4,
+            index_skip_topk_offset=3, index_topk_pattern=None, indexer_rope_interleave=True,
+            indexer_types=["full"] * 3 + ["shared", "shared", "shared", "full"] * 18 + [
+                "shared"] * 3,
+            max_position_embeddings=1048576, rms_norm_eps=1e-5, rope_interleave=True,
+            rope_parameters={"rope_theta": 8000000, "rope_type": "default"},
+            attention_bias=False, attention_dropout=0.0),
+    ),
+    "MiniMax-M3": dict(
+        source="MiniMaxAI/MiniMax-M3 config.json, as copied by others: its text_config fields "
+               "as a test copies them from nvidia/MiniMax-M3-NVFP4, its sparse_attention_config "
+               "as MLX-port tests and write-ups copy it (sparse_init_block 0)",
+        config=dict(
+            model_type="minimax_m3_vl", text_config=dict(
+                model_type="minimax_m3", hidden_size=6144, num_hidden_layers=60,
+                num_attention_heads=64, num_key_value_heads=4, head_dim=128,
+                max_position_embeddings=1048576, rms_norm_eps=1e-6, use_gemma_norm=True,
+                rope_theta=5000000, rotary_dim=64, partial_rotary_factor=0.5, use_qk_norm=True,
+                sparse_attention_config=dict(
+                    use_sparse_attention=True, sparse_index_dim=128, sparse_num_index_heads=4,
+                    sparse_topk_blocks=16, sparse_block_size=128, sparse_score_type="max",
+                    sparse_init_block=0, sparse_local_block=1,
+                    sparse_attention_freq=[0, 0, 0] + [1] * 57))),
+    ),
+    "Mistral Small 4": dict(
+        source="mistralai/Mistral-Small-4-119B-2603 config.json text_config, as copied by others "
+               "(kv_lora_rank 256, q_lora_rank 1024, qk dims 64 + 64, v 128; its YaRN and "
+               "llama_4_scaling_beta as a converter writes them for it); transformers' "
+               "Mistral4Config defaults name this checkpoint",
+        config=dict(
+            model_type="mistral3", text_config=dict(
+                model_type="mistral4", hidden_size=4096, num_hidden_layers=36,
+                num_attention_heads=32, num_key_value_heads=32, head_dim=128, q_lora_rank=1024,
+                kv_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=64, v_head_dim=128,
+                max_position_embeddings=1048576, rms_norm_eps=1e-6, rope_interleave=True,
+                rope_parameters=dict(type="yarn", rope_type="yarn", rope_theta=10000.0,
+                                     factor=128.0, original_max_position_embeddings=8192,
+                                     beta_fast=32.0, beta_slow=1.0, mscale=1.0,
+                                     mscale_all_dim=1.0, llama_4_scaling_beta=0.1))),
+    ),
+    "MiMo-V2-Flash": dict(
+        source="XiaomiMiMo/MiMo-V2-Flash config.json, as copied by others (a Rust port's "
+               "`mimo_v2_flash_hub_config` test)",
+        config=dict(
+            model_type="mimo_v2_flash", hidden_size=4096, num_hidden_layers=48,
+            num_attention_heads=64, num_key_value_heads=4, head_dim=192, v_head_dim=128,
+            swa_num_attention_heads=64, swa_num_key_value_heads=8, swa_head_dim=192,
+            swa_v_head_dim=128, partial_rotary_factor=0.334, rope_theta=5000000,
+            swa_rope_theta=10000, sliding_window=128, sliding_window_size=128,
+            hybrid_layer_pattern=[int(not (i == 0 or (i + 1) % 6 == 0)) for i in range(48)],
+            add_swa_attention_sink_bias=True, add_full_attention_sink_bias=False,
+            attention_value_scale=0.707, max_position_embeddings=262144),
+    ),
+    "Laguna XS.2.1": dict(
+        source="poolside/Laguna-XS-2.1 config.json, as copied by others (an MLX loader's "
+               "tests, trimmed to 8 of its 40 layers)",
+        config=dict(
+            model_type="laguna", hidden_size=2048, num_hidden_layers=8, num_attention_heads=48,
+            num_attention_heads_per_layer=[48, 64, 64, 64, 48, 64, 64, 64],
+            num_key_value_heads=8, head_dim=128, max_position_embeddings=262144,
+            rms_norm_eps=1e-6, sliding_window=512, gating="per-head",
+            layer_types=["full_attention"] + ["sliding_attention"] * 3 + ["full_attention"] + [
+                "sliding_attention"] * 3,
+            rope_parameters={
+                "full_attention": dict(rope_theta=500000.0, rope_type="yarn", factor=32.0,
+                                       original_max_position_embeddings=8192, beta_slow=1.0,
+                                       beta_fast=64.0, attention_factor=1.3465735902799727,
+                                       partial_rotary_factor=0.5),
+                "sliding_attention": dict(rope_type="default", rope_theta=10000.0,
+                                          partial_rotary_factor=1.0)}),
+    ),
+}
+
+
+PUBLISHED["GLM-5.3, indexer_types derived"] = dict(  # transformers derives them from the rest
+    source=PUBLISHED["GLM-5.3"]["source"] + ", without its indexer_types",
+    config={k: v for k, v in PUBLISHED["GLM-5.3"]["config"].items() if k != "indexer_types"},
+)
+
+
+def options_of(config, index):
+    """The keyword arguments our module for layer ``index`` is built with."""
+    from llm_attention import hf_config
+
+    kind = layer_kind(config, index)[1]
+    family = hf_config.config_dict(config)["model_type"]
+    if kind == "minimax_m3_sparse":
+        return hf_config.block_sparse_attention_options(config, index)
+    if family in hf_config.SPARSE_LATENT_FAMILIES:
+        return hf_config.sparse_latent_attention_options(config, index)
+    if family in hf_config.LATENT_FAMILIES:
+        return hf_config.latent_attention_options(config, index)
+    return hf_config.modern_attention_options(config, index)
+
+
+def transformers_config(published: dict):
+    """transformers' config class built from the same fields, as from_pretrained builds it."""
+    values = dict(published)
+    family = values.pop("model_type")
+    text = values.pop("text_config", None)
+    if text is not None:  # the text model's own config class
+        text = dict(text)
+        text.pop("model_type")
+        family = {"minimax_m3_vl": "minimax_m3_vl_text", "mistral3": "mistral4"}[family]
+        values = text
+    return transformers.AutoConfig.for_model(family, **values)
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_a_published_config_reads_as_transformers_reads_it(name):
+    """Every layer's options from the config.json's fields equal those from transformers'
+    config class built from them (which fills its defaults and derives its layer kinds)."""
+    published = PUBLISHED[name]["config"]
+    theirs = transformers_config(published)
+    for index in range(theirs.num_hidden_layers):
+        assert options_of(published, index) == options_of(theirs, index), (name, index)
+
+
+def test_the_published_configs_build_what_the_models_are():
+    """What the copies say, read through our reader (the report's table)."""
+    glm = PUBLISHED["GLM-5.3"]["config"]
+    assert [topk_source_layer(glm, i) for i in range(8)] == [None, None, None, 2, 2, 2, None, 6]
+    assert options_of(glm, 0)["index_rope_interleave"]
+    m3 = PUBLISHED["MiniMax-M3"]["config"]
+    sparse = options_of(m3, 3)
+    assert layer_kind(m3, 2)[1] == "full_attention" and layer_kind(m3, 3)[1] == "minimax_m3_sparse"
+    assert (sparse["block_size"], sparse["top_k"], sparse["local_blocks"], sparse["index_n_heads"],
+            sparse["partial_rotary_factor"], sparse["rope_base"]) == (128, 16, 1, 4, 0.5, 5e6)
+    mistral = options_of(PUBLISHED["Mistral Small 4"]["config"], 0)
+    assert mistral["temperature_tuning"] == (8192, 0.1, 0)
+    assert mistral["rope_scaling"]["factor"] == 128.0 and mistral["kv_lora_rank"] == 256
+    mimo = PUBLISHED["MiMo-V2-Flash"]["config"]
+    full, sliding = options_of(mimo, 0), options_of(mimo, 1)
+    assert (sliding["window"], sliding["num_kv_heads"], full["num_kv_heads"]) == (129, 8, 4)
+    assert sliding["sinks"] and not full["sinks"] and full["value_scale"] == 0.707
+    laguna = PUBLISHED["Laguna XS.2.1"]["config"]
+    assert [options_of(laguna, i)["num_heads"] for i in range(4)] == [48, 64, 64, 64]
+    assert options_of(laguna, 0)["rope_scaling"]["rope_type"] == "yarn"
+    with pytest.raises(ValueError, match="swa_num_key_value_heads=4 differs from what "
+                                         "transformers builds for mimo_v2_flash"):
+        options_of({**mimo, "swa_num_key_value_heads": 4}, 1)
+    first_block = {**m3["text_config"], "sparse_attention_config": {
+        **m3["text_config"]["sparse_attention_config"], "sparse_init_block": 1}}
+    with pytest.raises(ValueError, match="sparse_init_block=1 is not implemented from a config"):
+        options_of({**m3, "text_config": first_block}, 3)
+    with pytest.raises(ValueError, match="indexer_rope_interleave=False"):
+        options_of({**glm, "indexer_rope_interleave": False}, 0)

@@ -355,6 +355,14 @@ def test_a_shared_layer_refuses_to_run_without_its_sources_choice():
     with pytest.raises(ValueError, match="chose for 5 tokens from position 0 among 5 keys; this "
                                          "call has 11 tokens"):
         reader(x, topk=picks)
+    cache = reader.make_cache(2)  # the reader one token ahead of its source
+    with torch.no_grad():
+        source(x[:, :1], topk=picks)
+        reader(x[:, :1], cache=cache, topk=picks)
+        source(x[:, :1], topk=picks)  # the source starts again at position 0
+    with pytest.raises(ValueError, match="chose for 1 tokens from position 0 among 1 keys; this "
+                                         "call has 1 tokens from position 1 among 2 keys"):
+        reader(x[:, 1:2], cache=cache, topk=picks)
     with pytest.raises(ValueError, match=r"selected must be a tensor of shape \(B, T, k\)"):
         picks.record(torch.zeros(2, 3), 0, 3)
 

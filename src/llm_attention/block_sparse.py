@@ -40,11 +40,10 @@ MiniMax-M3 config (transformers' ``MiniMaxM3VLTextConfig``, or a ``config.json``
 ``text_config``); ``from_hf_state_dict`` renames the weights of
 ``MiniMaxM3VLAttention``, its ``indexer`` included.
 
-Builds on ``modern.py`` (and what it builds on: ``attention_variants.py``,
-``checks.py``, ``grouped_query.py``, ``hf_config.py``, ``kv_cache.py``, ...) of this
-package, imported relatively: copy them with this file, under any package name (its API
-page offers the set as one download). MIT licence: keep the first two lines of each
-file.
+Builds on ``modern.py``, ``attention_variants.py``, ``checks.py``, ``grouped_query.py``,
+``hf_config.py``, ``kv_cache.py`` and ``rope.py`` of this package (and what they build
+on), imported relatively: copy them with this file, under any package name (its API page
+offers the set as one download). MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations

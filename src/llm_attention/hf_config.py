@@ -32,17 +32,33 @@ family           what differs from Llama
                  values (``gemma4``: its ``text_config``)
 ``qwen3_5_text`` as ``qwen3_next`` (its multimodal rotary angles are plain ones for
                  text: the three position components of a text token are equal)
+``mimo_v2_flash`` windowed layers with sinks and twice the key/value heads, full
+                 layers (the first and every sixth); values narrower than queries
+                 and keys, scaled; a third of each head turned, each kind with its
+                 own rotary base
+``laguna``       its own head count on each layer, QK-norm, a softplus gate per
+                 head (or per element), windowed and full layers with their own
+                 rotary sets (half of each full head turned)
+``minimax_m3_vl_text``  the full layers of MiniMax-M3: ``(1 + w)`` QK-norm, half
+                 of each head turned (``minimax_m3_vl``: its ``text_config``)
 ===============  =============================================================
 
 ``kv_source_layer(config, layer_idx)`` names the earlier layer whose keys and values a
 Gemma 4 sharing layer reads (None for a layer with its own).
 
 ``latent_attention_options(config, layer_idx)`` does the same for ``LatentAttention``
-(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``) or the full layers of Kimi
-Linear (``kimi_linear``: latent attention without rotary positions), and
-``sparse_latent_attention_options`` for ``SparseLatentAttention``
-(``sparse_latent.py``) from a DeepSeek-V3.2 config (``deepseek_v32``: the same latent
-attention, plus the indexer's sizes).
+(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``), the full layers of Kimi
+Linear (``kimi_linear``: latent attention without rotary positions) or Mistral 4
+(``mistral4``: queries temperature-tuned by position; Mistral Small 4's ``mistral3``
+config through its ``text_config``), and ``sparse_latent_attention_options`` for
+``SparseLatentAttention`` (``sparse_latent.py``) from a DeepSeek-V3.2 config
+(``deepseek_v32``: the same latent attention, plus the indexer's sizes) or a GLM-5
+config (``glm_moe_dsa``: an indexer that pairs neighbours, and layers that reuse an
+earlier layer's choice; ``topk_source_layer`` names that layer).
+
+``block_sparse_attention_options(config, layer_idx)`` gives the options of
+``BlockSparseAttention`` (``block_sparse.py``) for MiniMax-M3's sparse layers
+(``minimax_m3_sparse``).
 
 ``linear_attention_options(config, layer_idx)`` gives the options of
 ``GatedDeltaNet`` (``qwen3_next``, ``qwen3_5_text``) or ``KimiDeltaAttention``
@@ -127,7 +143,8 @@ def rename_weights(
 
 def config_dict(config: object) -> dict:
     """A plain dict of ``config`` (a dict, or an object with ``to_dict``); the text
-    part of a Gemma 3, Llama 4 or Gemma 4 multimodal config."""
+    part of a Gemma 3, Llama 4, Gemma 4, Qwen3.5, MiniMax-M3 or Mistral Small 4
+    multimodal config."""
     if isinstance(config, dict):
         values = dict(config)
     elif callable(getattr(config, "to_dict", None)):
@@ -141,6 +158,10 @@ def config_dict(config: object) -> dict:
     family = values.get("model_type")
     if family in TEXT_CONFIGS and isinstance(text, dict):
         values = {**text, "model_type": TEXT_CONFIGS[family]}
+    elif family == "mistral3" and isinstance(text, dict) and (
+        text.get("model_type") == "mistral4"
+    ):  # Mistral Small 4: a Mistral 3 multimodal wrapper around a Mistral 4 text model
+        values = dict(text)
     return values
 
 
@@ -537,6 +558,11 @@ def sparse_latent_attention_options(config: object, layer_idx: int = 0) -> dict:
             f"one of {', '.join(SPARSE_LATENT_FAMILIES)}"
         )
     glm = family == "glm_moe_dsa"
+    if glm and values.get("indexer_rope_interleave") is False:
+        raise ValueError(
+            "indexer_rope_interleave=False is not what transformers runs for "
+            "glm_moe_dsa (its indexer always pairs neighbours): not implemented"
+        )
     return dict(
         _latent_options(values, layer_idx), index_n_heads=values["index_n_heads"],
         index_head_dim=values["index_head_dim"], index_topk=values["index_topk"],
