@@ -317,3 +317,12 @@ def test_narrow_scaled_values_and_the_softplus_gate_are_what_they_say():
 def test_bad_value_and_gate_options(kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
         ModernAttention(16, 16, 8, 0.0, 4, 2, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["narrow-values", "softplus-gate", "softplus-gate-element"])
+@pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+def test_a_left_padded_row_equals_its_prompt_alone(name, fast_path):
+    module = make(name, fast_path=fast_path)
+    x = torch.randn(3, 9, 16)
+    together = module(x, padding())
+    torch.testing.assert_close(together[1, 4:], module(x[1:2, 4:])[0], **TOL)

@@ -19,8 +19,8 @@ Shapes: ``B`` batch, ``T`` new tokens (queries), ``T_k`` keys held, ``H`` query 
 Each indexer head chooses for one key/value head: the ``G`` query heads that share a
 key/value head share its blocks. The blocks are counted from each sequence's first
 real token, and a padding token never scores: a left-padded row picks what its prompt
-alone picks. (transformers 5.23 counts blocks from the first slot of the batch and
-lets padding win a block's maximum: its padded rows pick other blocks.)
+alone picks. (transformers 5.23 counts the key blocks from the batch's first slot and
+lets padding keys win a block's maximum: its left-padded rows pick other blocks.)
 
 Two forms give the same output, each the other's oracle:
 
@@ -36,8 +36,8 @@ Two forms give the same output, each the other's oracle:
 
 The attention itself is ``ModernAttention``'s (grouped queries, QK-norm, partial rotary
 positions: MiniMax-M3's norms scale by ``(1 + w)``). ``from_hf_config`` reads a
-MiniMax-M3 config (transformers' ``MiniMaxM3VLTextConfig``, or a ``config.json`` with its
-``text_config``); ``from_hf_state_dict`` renames the weights of
+MiniMax-M3 config (transformers' ``MiniMaxM3VLTextConfig``, or a ``config.json`` with
+its ``text_config``); ``from_hf_state_dict`` renames the weights of
 ``MiniMaxM3VLAttention``, its ``indexer`` included.
 
 Builds on ``modern.py``, ``attention_variants.py``, ``checks.py``, ``grouped_query.py``,
@@ -72,7 +72,8 @@ INDEXER_NAMES = {  # transformers' MiniMaxM3VLIndexer name -> ours
 }
 # ModernAttention options a block-sparse layer does not have (MiniMax-M3 has none)
 NOT_HERE = ("window", "chunk_size", "sinks", "softcap", "output_gate", "kv_shared",
-            "temperature_tuning", "softplus_gate", "values_from_keys")
+            "temperature_tuning", "softplus_gate", "values_from_keys", "value_head_dim",
+            "rope_interleave")
 
 
 def from_hf_state_dict(state_dict: dict, prefix: str = "") -> dict:
@@ -139,7 +140,8 @@ class BlockIndexer(nn.Module):
         queries = self.W_query(x).view(b, num_tokens, self.num_heads, -1)
         queries = self.query_norm(queries).transpose(1, 2)  # (B, H_I, T, d_I)
         queries = self.turn(queries, rope, start)  # (B, H_I, T, d_I)
-        return queries.float() @ keys.float().transpose(1, 2).unsqueeze(1)  # (B,H_I,T,T_k)
+        keys = keys.float().transpose(1, 2).unsqueeze(1)  # (B, 1, d_I, T_k)
+        return queries.float() @ keys  # (B, H_I, T, T_k)
 
     @staticmethod
     def turn(x, rope, start: int) -> torch.Tensor:
@@ -252,8 +254,12 @@ class BlockSparseAttention(ModernAttention):
     for query $t$ (``select_blocks``), and the rest as in ``ModernAttention``.
 
     Args:
-        d_in, d_out, context_length, dropout, num_heads, num_kv_heads: as in
-            ``ModernAttention``.
+        d_in: width of each input token vector (the model width).
+        d_out: width of the output.
+        context_length: the most positions, cached ones included.
+        dropout: probability of dropping an attention weight while training.
+        num_heads: ``H``, query heads.
+        num_kv_heads: ``H_kv``, key/value heads; must divide ``num_heads``.
         index_n_heads: ``H_I``; must equal ``num_kv_heads`` (one choice per
             key/value head, as in MiniMax-M3).
         index_head_dim: ``d_I``, at least the dimensions that turn.
@@ -301,17 +307,19 @@ class BlockSparseAttention(ModernAttention):
                     f"{name}={options[name]!r} is not implemented with block-sparse "
                     "attention"
                 )
-        for name, value in (("index_n_heads", index_n_heads), ("block_size", block_size),
-                            ("top_k", top_k)):
+        for name, value in (("index_n_heads", index_n_heads),
+                            ("block_size", block_size), ("top_k", top_k)):
             check_size(name, value)
-        for name, value in (("local_blocks", local_blocks), ("init_blocks", init_blocks)):
+        for name, value in (("local_blocks", local_blocks),
+                            ("init_blocks", init_blocks)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
         check_flag("gathered", gathered)
         if index_n_heads != num_kv_heads:
             raise ValueError(
-                f"index_n_heads={index_n_heads} must equal num_kv_heads={num_kv_heads}: "
-                "each indexer head chooses the blocks of one key/value head"
+                f"index_n_heads={index_n_heads} must equal "
+                f"num_kv_heads={num_kv_heads}: each indexer head chooses the blocks "
+                "of one key/value head"
             )
         super().__init__(d_in, d_out, context_length, dropout, num_heads, num_kv_heads,
                          **options)
@@ -378,7 +386,7 @@ class BlockSparseAttention(ModernAttention):
             num_keys, 0, padding_mask, device=x.device
         ) // self.block_size  # (B or 1, T_k): counted from each row's first real token
         with torch.no_grad():
-            scores = self.indexer.scores(x, index_keys, self.rope, start)  # (B,H_I,T,T_k)
+            scores = self.indexer.scores(x, index_keys, self.rope, start)  # (.., T_k)
             scores = scores.masked_fill(mask_bool, -torch.inf)  # future and padding
             chosen = select_blocks(
                 scores, key_blocks, key_blocks[:, start:], self.top_k,
@@ -418,7 +426,7 @@ class BlockSparseAttention(ModernAttention):
         b, num_heads, num_tokens, head_dim = queries.shape
         kv_heads, num_keys = keys.shape[1], keys.shape[2]
         size = self.block_size
-        pads = 0 if padding_mask is None else (~padding_mask).sum(-1)  # (B,): on the left
+        pads = 0 if padding_mask is None else (~padding_mask).sum(-1)  # (B,): left
         offsets = torch.arange(size, device=keys.device)  # (b,)
         slots = chosen[..., None] * size + offsets  # (B, H_kv, T, k, b): from the start
         slots = (slots + torch.as_tensor(pads)[..., None, None, None, None])
@@ -426,16 +434,16 @@ class BlockSparseAttention(ModernAttention):
         if mask_bool.dim() == 2:  # (T, T_k) -> (B, 1, T, T_k)
             mask_bool = mask_bool.expand(b, 1, -1, -1)
         inside = (chosen[..., None] >= 0).expand(-1, -1, -1, -1, size).flatten(-2)
-        inside = inside & (slots < num_keys)  # (B, H_kv, T, k b): a slot of a chosen block
+        inside = inside & (slots < num_keys)  # (B, H_kv, T, k b): a chosen block's
         slots = slots.where(inside, 0)  # (B, H_kv, T, k b): any key where none
         hidden = mask_bool.expand(-1, kv_heads, -1, -1).gather(-1, slots)
         hidden |= ~inside  # (B, H_kv, T, k b): the future, padding, empty slots
         picked = slots.flatten(2)[..., None]  # (B, H_kv, T k b, 1)
         keys = keys.gather(2, picked.expand(-1, -1, -1, head_dim))  # (B,H_kv,T k b,d_h)
         values = values.gather(2, picked.expand(-1, -1, -1, values.shape[-1]))
-        keys = keys.view(b, kv_heads, num_tokens, -1, head_dim)  # (B, H_kv, T, k b, d_h)
+        keys = keys.view(b, kv_heads, num_tokens, -1, head_dim)  # (B,H_kv,T,k b,d_h)
         values = values.view(b, kv_heads, num_tokens, -1, values.shape[-1])
-        rows = queries.view(b, kv_heads, -1, num_tokens, head_dim)  # (B, H_kv, G, T, d_h)
+        rows = queries.view(b, kv_heads, -1, num_tokens, head_dim)  # (B,H_kv,G,T,d_h)
         attn_scores = torch.einsum("bkgtd,bktsd->bkgts", rows, keys) * self.scale
         hidden = hidden[:, :, None]  # (B, H_kv, 1, T, k b): shared by the G heads
         attn_scores = attn_scores.masked_fill(hidden, -torch.inf)  # (B,H_kv,G,T,k b)
@@ -455,7 +463,8 @@ class BlockSparseAttention(ModernAttention):
 
     def extra_repr(self) -> str:
         return (
-            f"{super().extra_repr()}, block_size={self.block_size}, top_k={self.top_k}, "
+            f"{super().extra_repr()}, block_size={self.block_size}, "
+            f"top_k={self.top_k}, "
             f"local_blocks={self.local_blocks}, init_blocks={self.init_blocks}, "
             f"gathered={self.gathered}"
         )

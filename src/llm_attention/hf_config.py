@@ -411,7 +411,8 @@ def laguna_options(values: dict, layer_idx: int) -> dict:
     )
 
 
-MINIMAX_INDEX_FIELDS = {  # ours <- (transformers' field, config.json's legacy name, default)
+# ours <- (transformers' field, a config.json's legacy name, transformers' default)
+MINIMAX_INDEX_FIELDS = {
     "index_n_heads": ("index_n_heads", "sparse_num_index_heads", 4),
     "index_head_dim": ("index_head_dim", "sparse_index_dim", 128),
     "block_size": ("index_block_size", "sparse_block_size", 128),

@@ -189,7 +189,8 @@ def check_value_options(
     narrow = value_head_dim is not None and value_head_dim != head_dim
     for name, used in (("output_gate", output_gate),
                        ("values_from_keys", values_from_keys),
-                       ("kv_shared", kv_shared), ("chunk_size", chunk_size is not None)):
+                       ("kv_shared", kv_shared),
+                       ("chunk_size", chunk_size is not None)):
         if narrow and used:
             raise ValueError(
                 f"value_head_dim={value_head_dim} (not head_dim={head_dim}) cannot be "

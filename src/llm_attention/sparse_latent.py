@@ -37,9 +37,9 @@ renames the weights of transformers' ``DeepseekV32Attention`` or ``GlmMoeDsaAtte
 (its ``indexer`` included, where it has one).
 
 Builds on ``latent.py``, ``lightning_indexer.py``, ``kv_sharing.py``, ``checks.py``,
-``grouped_query.py`` and ``hf_config.py`` of this package (and what they build on), imported relatively:
-copy them with this file, under any package name (its API page offers the set as one
-download). MIT licence: keep the first two lines of each file.
+``grouped_query.py`` and ``hf_config.py`` of this package (and what they build on),
+imported relatively: copy them with this file, under any package name (its API page
+offers the set as one download). MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations

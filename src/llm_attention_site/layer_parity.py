@@ -42,7 +42,9 @@ def decoder_layers(model) -> torch.nn.ModuleList:
     return inner.layers
 
 
-def record_layers(model, input_ids, attention_mask=None, position_ids=None) -> list[dict]:
+def record_layers(
+    model, input_ids, attention_mask=None, position_ids=None
+) -> list[dict]:
     """Run ``model`` once; per decoder layer, its attention submodule's input hidden
     states ``(B, T, d)`` and output ``(B, T, d)``. ``position_ids`` (optional) as
     ``generate`` passes them, counted from each row's first real token."""
