@@ -151,6 +151,20 @@ EXAMPLES = {
         layer.gathered = True
         result = (layer(x), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
     """,
+    "block_sparse.py": """
+        layer = m.BlockSparseAttention(16, 16, 32, 0.0, 4, 2, head_dim=8, qk_norm=True,
+                                       norm_unit_offset=True, partial_rotary_factor=0.5,
+                                       index_n_heads=2, index_head_dim=8, block_size=2,
+                                       top_k=2).eval()
+        x = torch.randn(2, 7, 16)
+        padding = torch.ones(2, 7, dtype=torch.bool)
+        padding[1, :3] = False
+        cache = layer.make_cache(2)
+        steps = [layer(x[:, :4], padding[:, :4], cache=cache)]
+        steps += [layer(x[:, t : t + 1], cache=cache) for t in (4, 5, 6)]
+        layer.gathered = True
+        result = (layer(x, padding), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
+    """,
     "hf_layers.py": """
         config = dict(
             model_type="gemma2", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from llm_attention.kv_cache import KVCache, kv_cache_bytes
+from llm_attention.sliding_window import RollingKVCache
 
 
 def test_append_returns_everything_held_in_order():
@@ -93,3 +94,22 @@ def test_bad_arguments_are_named(kwargs, error, message):
 def test_formula_checks_its_arguments():
     with pytest.raises(ValueError, match="num_tokens must be at least 1, got 0"):
         kv_cache_bytes(num_layers=1, num_kv_heads=1, head_dim=1, num_tokens=0)
+
+
+def test_values_may_be_narrower_than_keys():
+    """``value_dim``: values of their own width (MiMo-V2-Flash's 128 against 192), held and
+    returned beside the keys; a value of another width is refused by name."""
+    cache = KVCache(2, 1, 4, 5, value_dim=2)
+    keys, values = torch.randn(2, 1, 3, 4), torch.randn(2, 1, 3, 2)
+    held_keys, held_values, _ = cache.append(keys, values)
+    assert held_values.shape == (2, 1, 3, 2) and cache.nbytes == (2 * 5 * 4 + 2 * 5 * 2) * 4
+    torch.testing.assert_close(held_values, values)
+    with pytest.raises(ValueError, match="values must have 1 heads of width 2"):
+        cache.append(keys, torch.randn(2, 1, 3, 4))
+    with pytest.raises(ValueError, match=r"same shape, got \(2, 1, 3, 4\) and \(2, 1, 2, 2\) "
+                                         r"\(only their head widths may differ\)"):
+        cache.append(keys, torch.randn(2, 1, 2, 2))
+    rolling = RollingKVCache(2, 1, 4, 2, value_dim=2)
+    held = [rolling.append(keys[:, :, t:t + 1], values[:, :, t:t + 1])[1] for t in range(3)]
+    torch.testing.assert_close(held[-1], values)  # the two held and the new one
+    torch.testing.assert_close(rolling.values, values[:, :, 1:])  # the last two kept

@@ -200,3 +200,51 @@ def test_bad_inputs_are_named():
         LatentAttention.from_hf_config({"model_type": "llama"})
     with pytest.raises(ValueError, match="not a weight of a latent attention layer"):
         from_hf_state_dict({"q_a_proj.weight": torch.zeros(1), "k_proj.weight": torch.zeros(1)})
+
+
+TUNED = dict(temperature_tuning=(3, 0.5, 0))  # Mistral 4's rule: floor(m / 3) from m = 0
+
+
+@pytest.mark.parametrize("absorb, fast", PATHS)
+def test_temperature_tuned_queries_decode_as_one_pass_and_padded_rows_as_alone(absorb, fast):
+    """Mistral 4's query scale counts each row's positions from its first real token: a padded
+    row equals its prompt alone, in one pass and through the cache (4 + 6 + 2 tokens)."""
+    layer = small(**TUNED)
+    layer.absorb, layer.fast_path = absorb, fast
+    x = torch.randn(3, 12, 16, generator=torch.Generator().manual_seed(3))
+    padding = torch.ones(3, 12, dtype=torch.bool)
+    padding[1, :4], padding[2, :7] = False, False
+    with torch.no_grad():
+        whole = layer(x, padding)
+        cache = layer.make_cache(3)
+        steps = [layer(x[:, a:b], padding[:, a:b], cache=cache) for a, b in ((0, 4), (4, 10),
+                                                                             (10, 12))]
+        for row, first in ((1, 4), (2, 7)):
+            alone = layer(x[row:row + 1, first:])[0]
+            torch.testing.assert_close(whole[row, first:], alone, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.cat(steps, dim=1)[padding], whole[padding],
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_temperature_tuning_scales_each_query_by_its_position():
+    """Queries at positions 3.. are scaled by 1 + 0.5 ln 2, at 6.. by 1 + 0.5 ln 3: the same as
+    the untuned layer with its query projection scaled row by row."""
+    tuned, plain = small(**TUNED), small()
+    plain.load_state_dict(tuned.state_dict())
+    x = torch.randn(1, 7, 16)
+    for t, steps in ((2, 0), (5, 1), (6, 2)):
+        scale = 1 + 0.5 * torch.log1p(torch.tensor(float(steps)))
+        with torch.no_grad():
+            scaled = small()
+            scaled.load_state_dict(tuned.state_dict())
+            scaled.W_query_up.weight.mul_(scale)
+        torch.testing.assert_close(tuned(x[:, : t + 1])[0, t], scaled(x[:, : t + 1])[0, t],
+                                   atol=1e-5, rtol=1e-5)
+    assert (tuned(x)[0, 3:] - plain(x)[0, 3:]).abs().max() > 1e-3
+    torch.testing.assert_close(tuned(x)[0, :3], plain(x)[0, :3])
+
+
+@pytest.mark.parametrize("tuning", [(3,), (3, -0.5), (0, 0.5), (3, 0.5, -1), "3,0.5"])
+def test_bad_temperature_tuning(tuning):
+    with pytest.raises(ValueError, match="temperature_tuning must be None or"):
+        small(temperature_tuning=tuning)

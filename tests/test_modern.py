@@ -29,6 +29,12 @@ VARIANTS = {
     "window": dict(window=3),
     "qk-norm": dict(qk_norm=True, head_dim=6),
     "all": dict(window=2, qk_norm=True, qkv_bias=True, out_bias=True),
+    # MiMo-V2-Flash: values narrower than queries and keys, scaled; a third of a head turns
+    "narrow-values": dict(head_dim=12, value_head_dim=4, value_scale=0.7, window=3,
+                          partial_rotary_factor=0.34),
+    # Laguna: a softplus gate per head, or per element, on a layer with its own head count
+    "softplus-gate": dict(head_dim=6, qk_norm=True, softplus_gate="head", window=3),
+    "softplus-gate-element": dict(softplus_gate="element", qkv_bias=True, out_bias=True),
 }
 PATHS = pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
 
@@ -101,7 +107,8 @@ def test_cached_decoding_equals_the_whole_sequence(name, fast_path, cache_kind, 
     if cache_kind == "made":
         cache = module.make_cache(3)
     else:
-        cache = KVCache(3, module.num_kv_heads, module.head_dim, 12)
+        cache = KVCache(3, module.num_kv_heads, module.head_dim, 12,
+                        value_dim=module.value_head_dim)
     outs, start = [], 0
     for size in steps:
         end = start + size
@@ -270,3 +277,52 @@ def test_paths_agree_in_bfloat16():
     assert out1.dtype == out2.dtype == torch.bfloat16 and not out1.isnan().any()
     scale = out1.float().abs().max()
     assert (out1.float() - out2.float()).abs().max() <= 4 * 2.0**-8 * scale
+
+
+def test_narrow_scaled_values_and_the_softplus_gate_are_what_they_say():
+    """MiMo-V2-Flash's values (``d_v`` wide, times ``value_scale``) and Laguna's gate
+    (``softplus`` of ``W_gate``), against the same layer written out by hand."""
+    module = make("narrow-values")
+    assert module.W_value.weight.shape == (2 * 4, 16) and module.out_proj.weight.shape == (16, 4 * 4)
+    plain = ModernAttention(16, 16, 12, 0.0, 4, 2, head_dim=12, value_head_dim=4, window=3,
+                            partial_rotary_factor=0.34)
+    plain.load_state_dict(module.state_dict())
+    x = torch.randn(2, 9, 16)
+    with torch.no_grad():  # attention is linear in the values: the scale comes out whole
+        plain.out_proj.weight.mul_(0.7)
+    torch.testing.assert_close(module(x), plain(x), **TOL)
+    assert module.rope.cos.shape[-1] == 4  # int(12 * 0.34): a third of each head turns
+    gated = make("softplus-gate")
+    ungated = ModernAttention(16, 16, 12, 0.0, 4, 2, head_dim=6, qk_norm=True, window=3)
+    ungated.load_state_dict({k: v for k, v in gated.state_dict().items() if "W_gate" not in k})
+    gates = torch.nn.functional.softplus(gated.W_gate(x))  # (B, T, H)
+    heads = {}
+    ungated.out_proj.register_forward_hook(lambda m, args, out: heads.update(x=args[0]))
+    ungated(x)
+    expected = (heads["x"].view(2, 9, 4, 6) * gates[..., None]).view(2, 9, 24)
+    torch.testing.assert_close(gated(x), gated.out_proj(expected), **TOL)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(value_head_dim=0), "value_head_dim must be a positive int, got 0"),
+        (dict(value_scale=0.0), "value_scale must be None or a positive number, got 0.0"),
+        (dict(softplus_gate="row"), "softplus_gate must be None, 'head' or 'element'"),
+        (dict(softplus_gate="head", output_gate=True), "softplus_gate and output_gate=True"),
+        (dict(value_head_dim=2, output_gate=True), "value_head_dim=2 .* output_gate"),
+        (dict(value_head_dim=2, chunk_size=4), "value_head_dim=2 .* chunk_size"),
+    ],
+)
+def test_bad_value_and_gate_options(kwargs, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        ModernAttention(16, 16, 8, 0.0, 4, 2, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["narrow-values", "softplus-gate", "softplus-gate-element"])
+@pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+def test_a_left_padded_row_equals_its_prompt_alone(name, fast_path):
+    module = make(name, fast_path=fast_path)
+    x = torch.randn(3, 9, 16)
+    together = module(x, padding())
+    torch.testing.assert_close(together[1, 4:], module(x[1:2, 4:])[0], **TOL)

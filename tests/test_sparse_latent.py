@@ -12,8 +12,10 @@ import pytest
 import torch
 
 from llm_attention.hf_config import latent_attention_options, sparse_latent_attention_options
+from llm_attention import sparse_latent
 from llm_attention.hf_layers import layer_from_hf
-from llm_attention.latent import LatentAttention
+from llm_attention.kv_sharing import SharedTopK
+from llm_attention.latent import LatentAttention, LatentCache
 from llm_attention.lightning_indexer import LightningIndexer, top_k_keys
 from llm_attention.sparse_latent import (
     SparseLatentAttention,
@@ -280,3 +282,117 @@ def test_cost_counts_pairs_as_a_causal_top_k_mask_does():
         for top_k in (1, 4, 12):
             kept = causal.cumsum(-1).clamp(max=top_k).amax(-1)  # keys per query
             assert pairs(num_tokens, top_k) == kept.sum()
+
+
+# --- GLM-5: layers that reuse an earlier layer's top-k, and an indexer that pairs neighbours ---
+
+def shared_pair(**options):
+    """An indexer layer and a layer that reuses its choice (GLM-5's "full" and "shared")."""
+    source = small(**options)
+    torch.manual_seed(1)
+    reader = SparseLatentAttention(16, 16, 32, 0.0, 4, index_topk=3, bias=True, shared_topk=True,
+                                   **{**SMALL, **options}).eval()
+    with torch.no_grad():
+        reader.latent_norm.weight.uniform_(0.5, 1.5)
+    return source, reader
+
+
+def run_pair(source, reader, x, h, padding, sizes, form=(False, False, False)):
+    """The two layers through their caches, ``sizes`` tokens per call, a SharedTopK per call;
+    None in ``sizes``: one pass without caches."""
+    reader.gathered, reader.absorb, reader.fast_path = form
+    caches = [source.make_cache(2), reader.make_cache(2)] if sizes else [None, None]
+    outs, start = [], 0
+    with torch.no_grad():
+        for size in sizes or [T]:
+            new = slice(start, start + size)
+            picks = SharedTopK()
+            source(x[:, new], padding[:, new], cache=caches[0], topk=picks)
+            outs.append(reader(h[:, new], padding[:, new], cache=caches[1], topk=picks))
+            start += size
+    return torch.cat(outs, dim=1), caches
+
+
+@pytest.mark.parametrize("form", FORMS, ids=[str(f) for f in FORMS])
+def test_a_shared_layer_attends_over_its_sources_choice(form, monkeypatch):
+    """The reader (fed another input than the source, as the next layer is) equals a layer with
+    its own weights and an indexer that chose what the source chose; decoded in 4 + 6 + 1 tokens
+    it equals one pass; and the choice matters (dense latent attention lands elsewhere)."""
+    source, reader = shared_pair()
+    assert reader.indexer is None and isinstance(reader.make_cache(2), LatentCache)
+    x, padding = inputs()
+    h = torch.randn(2, T, 16, generator=torch.Generator().manual_seed(5))
+    whole, _ = run_pair(source, reader, x, h, padding, None, form)
+    decoded, caches = run_pair(source, reader, x, h, padding, [4, 6, 1], form)
+    torch.testing.assert_close(decoded[padding], whole[padding], atol=1e-5, rtol=1e-5)
+    assert caches[1].length == T and not isinstance(caches[1], SparseLatentCache)
+    picks = SharedTopK()
+    with torch.no_grad():
+        source(x, padding, topk=picks)
+    twin = small()  # the reader's weights, an indexer of its own whose choice is overridden
+    twin.load_state_dict({**twin.state_dict(), **reader.state_dict()})
+    monkeypatch.setattr(sparse_latent, "top_k_keys", lambda *args: picks.selected)
+    with torch.no_grad():
+        torch.testing.assert_close(twin(h, padding)[padding], whole[padding], atol=1e-5, rtol=1e-5)
+        dense = LatentAttention.forward(reader, h, padding)
+    assert (dense[padding] - whole[padding]).abs().max() > 1e-2
+
+
+def test_a_shared_layer_refuses_to_run_without_its_sources_choice():
+    source, reader = shared_pair()
+    x, padding = inputs()
+    with pytest.raises(TypeError, match="shared_topk=True .* pass the SharedTopK"):
+        reader(x)
+    with pytest.raises(ValueError, match="SharedTopK holds nothing yet"):
+        reader(x, topk=SharedTopK())
+    with pytest.raises(TypeError, match="topk must be a SharedTopK or None, got dict"):
+        reader(x, topk={})
+    with pytest.raises(TypeError, match="cache must be a LatentCache or None, got SparseLatentCache"):
+        reader(x, cache=source.make_cache(2), topk=SharedTopK())
+    picks = SharedTopK()
+    with torch.no_grad():
+        source(x[:, :5], topk=picks)
+    with pytest.raises(ValueError, match="chose for 5 tokens from position 0 among 5 keys; this "
+                                         "call has 11 tokens"):
+        reader(x, topk=picks)
+    cache = reader.make_cache(2)  # the reader one token ahead of its source
+    with torch.no_grad():
+        source(x[:, :1], topk=picks)
+        reader(x[:, :1], cache=cache, topk=picks)
+        source(x[:, :1], topk=picks)  # the source starts again at position 0
+    with pytest.raises(ValueError, match="chose for 1 tokens from position 0 among 1 keys; this "
+                                         "call has 1 tokens from position 1 among 2 keys"):
+        reader(x[:, 1:2], cache=cache, topk=picks)
+    with pytest.raises(ValueError, match=r"selected must be a tensor of shape \(B, T, k\)"):
+        picks.record(torch.zeros(2, 3), 0, 3)
+
+
+def test_an_indexer_that_pairs_neighbours_is_one_that_pairs_halves_reordered():
+    """GLM-5's indexer turns (2i, 2i + 1) together; reordering the rows of its query and key
+    projections into halves gives DeepSeek-V3.2's indexer the same scores."""
+    torch.manual_seed(0)
+    neighbours = LightningIndexer(16, 10, 3, 8, 4, rope_interleave=True)
+    with torch.no_grad():  # a norm off its starting values, so that its order shows
+        neighbours.key_norm.weight.uniform_(0.5, 1.5)
+        neighbours.key_norm.bias.normal_()
+    halves = LightningIndexer(16, 10, 3, 8, 4)
+    order = torch.tensor([0, 2, 1, 3, 4, 5, 6, 7])  # the first 4 dims: neighbours -> halves
+    state = {name: tensor[order] for name, tensor in neighbours.state_dict().items()
+             if name.startswith(("W_key", "key_norm"))}  # one key: (d_I, ...) rows
+    state["W_query.weight"] = neighbours.W_query.weight.view(3, 8, 10)[:, order].reshape(24, 10)
+    state["W_head_weights.weight"] = neighbours.W_head_weights.weight
+    halves.load_state_dict(state)
+    rope = LatentAttention(16, 16, 32, 0.0, 4, kv_lora_rank=12, qk_nope_head_dim=6,
+                           qk_rope_head_dim=4, v_head_dim=5).rope
+    x, q = torch.randn(2, 7, 16), torch.randn(2, 7, 10)
+    with torch.no_grad():
+        got = neighbours.scores(x, q, neighbours.keys(x, rope.cos, rope.sin, 0), rope.cos,
+                                rope.sin, 0)
+        expected = halves.scores(x, q, halves.keys(x, rope.cos, rope.sin, 0), rope.cos,
+                                 rope.sin, 0)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    plain = LightningIndexer(16, 10, 3, 8, 4)
+    plain.load_state_dict(neighbours.state_dict())
+    with torch.no_grad():
+        other = plain.scores(x, q, plain.keys(x, rope.cos, rope.sin, 0), rope.cos, rope.sin, 0)
+    assert (other - got).abs().max() > 1e-3  # the pairing matters

@@ -21,11 +21,16 @@ Shapes: ``B`` batch, ``H`` query heads, ``H_kv`` key/value heads, ``G = H // H_k
 - **Temperature tuning** (Llama 4's layers without rotary positions): the query at
   position ``p`` is multiplied by
 
-      1 + attn_scale * ln(1 + floor((p + 1) / floor_scale))
+      1 + attn_scale * ln(1 + floor((p + offset) / floor_scale))
 
-  which is 1 for the first ``floor_scale - 1`` positions and then grows with the log
-  of the position, in steps: sharper attention far into a long text, where a softmax
-  over many keys would otherwise flatten.
+  which is 1 for the first positions and then grows with the log of the position, in
+  steps: sharper attention far into a long text, where a softmax over many keys would
+  otherwise flatten. Llama 4 counts from 1 (``offset`` 1: the scale first grows at
+  ``p = floor_scale - 1``); Mistral 4, which applies it to latent attention with
+  ``floor_scale`` its YaRN ``original_max_position_embeddings``, from 0 (``offset`` 0).
+
+``content_positions`` counts each row's positions from its first real token, so that
+a position-dependent scale gives a left-padded row what its prompt alone gets.
 
 The output gate of Qwen3-Next, Llama 4's chunks and positionless layers, Gemma 4's
 values and shared keys and the rest live in ``modern.py``.
@@ -37,6 +42,8 @@ Needs only torch. MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
+
+import numbers
 
 import torch
 from torch import nn
@@ -51,13 +58,59 @@ def soft_cap(scores: torch.Tensor, cap: float) -> torch.Tensor:
 
 # --8<-- [start:temperature]
 def temperature_scales(
-    positions: torch.Tensor, floor_scale: float, attn_scale: float
+    positions: torch.Tensor, floor_scale: float, attn_scale: float, offset: float = 1.0
 ) -> torch.Tensor:
-    """Llama 4's query scale at each position ``(T,)``:
-    ``1 + attn_scale * ln(1 + floor((p + 1) / floor_scale))``, ``(T,)`` float32."""
-    steps = torch.floor((positions.float() + 1.0) / floor_scale)  # (T,): 0, 0, .., 1
-    return torch.log1p(steps) * attn_scale + 1.0  # (T,)
+    """The query scale at each position, ``positions`` of any shape (``(T,)``, or
+    ``(B, T)`` when each row counts its own):
+    ``1 + attn_scale * ln(1 + floor((p + offset) / floor_scale))``, float32, the same
+    shape. ``offset`` 1 is Llama 4's rule, 0 Mistral 4's."""
+    steps = torch.floor((positions.float() + offset) / floor_scale)  # 0, 0, .., 1, ..
+    return torch.log1p(steps) * attn_scale + 1.0  # the shape of positions
 # --8<-- [end:temperature]
+
+
+def check_temperature_tuning(tuning: object) -> None:
+    """``(floor_scale, attn_scale)`` or ``(floor_scale, attn_scale, offset)``: two
+    positive numbers and, optionally, the offset added to the position (1 by
+    default: Llama 4's; 0: Mistral 4's)."""
+    values = tuning if isinstance(tuning, tuple | list) else ()
+    numbers_ok = all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values
+    )
+    if len(values) not in (2, 3) or not numbers_ok or not (
+        values[0] > 0 and values[1] > 0 and (len(values) == 2 or values[2] >= 0)
+    ):
+        raise ValueError(
+            "temperature_tuning must be None or (floor_scale, attn_scale), two "
+            "positive numbers, or (floor_scale, attn_scale, offset) with an offset "
+            f">= 0, got {tuning!r}"
+        )
+
+
+def content_positions(
+    num_tokens: int,
+    start: int = 0,
+    padding_mask: torch.Tensor | None = None,
+    held_padding: torch.Tensor | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Each new token's position counted from its sequence's first real token, so
+    that a left-padded row gets the positions of its prompt alone: ``(B, T)`` long, or
+    ``(1, T)`` (``start..``) when nothing is padded.
+
+    ``padding_mask`` ``(B, T)`` marks the new tokens (True = real), ``held_padding``
+    ``(B, T_held)`` the tokens a cache holds before them. A left padding token gets
+    position 0 (its output is never read)."""
+    if padding_mask is None and held_padding is None:
+        return torch.arange(start, start + num_tokens, device=device)[None]  # (1, T)
+    batch = (padding_mask if padding_mask is not None else held_padding).shape[0]
+    real = padding_mask
+    if real is None:
+        real = torch.ones(batch, num_tokens, dtype=torch.bool, device=device)  # (B, T)
+    before = torch.full((batch, 1), start, dtype=torch.long, device=real.device)
+    if held_padding is not None:  # the real tokens already held
+        before = held_padding.long().sum(-1, keepdim=True)  # (B, 1)
+    return (before + real.long().cumsum(-1) - 1).clamp(min=0)  # (B, T)
 
 
 # --8<-- [start:norm]

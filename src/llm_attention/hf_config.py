@@ -32,17 +32,33 @@ family           what differs from Llama
                  values (``gemma4``: its ``text_config``)
 ``qwen3_5_text`` as ``qwen3_next`` (its multimodal rotary angles are plain ones for
                  text: the three position components of a text token are equal)
+``mimo_v2_flash`` windowed layers with sinks and twice the key/value heads, full
+                 layers (the first and every sixth); values narrower than queries
+                 and keys, scaled; a third of each head turned, each kind with its
+                 own rotary base
+``laguna``       its own head count on each layer, QK-norm, a softplus gate per
+                 head (or per element), windowed and full layers with their own
+                 rotary sets (half of each full head turned)
+``minimax_m3_vl_text``  the full layers of MiniMax-M3: ``(1 + w)`` QK-norm, half
+                 of each head turned (``minimax_m3_vl``: its ``text_config``)
 ===============  =============================================================
 
 ``kv_source_layer(config, layer_idx)`` names the earlier layer whose keys and values a
 Gemma 4 sharing layer reads (None for a layer with its own).
 
 ``latent_attention_options(config, layer_idx)`` does the same for ``LatentAttention``
-(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``) or the full layers of Kimi
-Linear (``kimi_linear``: latent attention without rotary positions), and
-``sparse_latent_attention_options`` for ``SparseLatentAttention``
-(``sparse_latent.py``) from a DeepSeek-V3.2 config (``deepseek_v32``: the same latent
-attention, plus the indexer's sizes).
+(``latent.py``) from a DeepSeek-V3 config (``deepseek_v3``), the full layers of Kimi
+Linear (``kimi_linear``: latent attention without rotary positions) or Mistral 4
+(``mistral4``: queries temperature-tuned by position; Mistral Small 4's ``mistral3``
+config through its ``text_config``), and ``sparse_latent_attention_options`` for
+``SparseLatentAttention`` (``sparse_latent.py``) from a DeepSeek-V3.2 config
+(``deepseek_v32``: the same latent attention, plus the indexer's sizes) or a GLM-5
+config (``glm_moe_dsa``: an indexer that pairs neighbours, and layers that reuse an
+earlier layer's choice; ``topk_source_layer`` names that layer).
+
+``block_sparse_attention_options(config, layer_idx)`` gives the options of
+``BlockSparseAttention`` (``block_sparse.py``) for MiniMax-M3's sparse layers
+(``minimax_m3_sparse``).
 
 ``linear_attention_options(config, layer_idx)`` gives the options of
 ``GatedDeltaNet`` (``qwen3_next``, ``qwen3_5_text``) or ``KimiDeltaAttention``
@@ -66,13 +82,27 @@ from __future__ import annotations
 FAMILIES = (
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "gpt_oss",
     "qwen3_next", "qwen3_5_text", "llama4_text", "smollm3", "gemma4_text",
+    "mimo_v2_flash", "laguna", "minimax_m3_vl_text",
 )
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 # multimodal configs whose text model is a family here: model_type -> the text's
 TEXT_CONFIGS = {
     "gemma3": "gemma3_text", "llama4": "llama4_text", "gemma4": "gemma4_text",
-    "qwen3_5": "qwen3_5_text",
+    "qwen3_5": "qwen3_5_text", "minimax_m3_vl": "minimax_m3_vl_text",
 }
+# Families whose transformers config sets one rotary set per layer kind when the config
+# gives none, and reads no top-level rope_theta: their defaults.
+KIND_ROPE_DEFAULTS = {
+    "mimo_v2_flash": {
+        "full_attention": {"rope_theta": 5_000_000.0, "partial_rotary_factor": 0.334},
+        "sliding_attention": {"rope_theta": 10_000.0, "partial_rotary_factor": 0.334},
+    },
+    "laguna": {
+        "full_attention": {"rope_theta": 500_000.0, "partial_rotary_factor": 0.5},
+        "sliding_attention": {"rope_theta": 10_000.0, "partial_rotary_factor": 1.0},
+    },
+}
+DEFAULT_THETA = {"minimax_m3_vl_text": 5_000_000.0}  # a config class's default_theta
 
 
 def rename_weights(
@@ -113,7 +143,8 @@ def rename_weights(
 
 def config_dict(config: object) -> dict:
     """A plain dict of ``config`` (a dict, or an object with ``to_dict``); the text
-    part of a Gemma 3, Llama 4 or Gemma 4 multimodal config."""
+    part of a Gemma 3, Llama 4, Gemma 4, Qwen3.5, MiniMax-M3 or Mistral Small 4
+    multimodal config."""
     if isinstance(config, dict):
         values = dict(config)
     elif callable(getattr(config, "to_dict", None)):
@@ -127,6 +158,10 @@ def config_dict(config: object) -> dict:
     family = values.get("model_type")
     if family in TEXT_CONFIGS and isinstance(text, dict):
         values = {**text, "model_type": TEXT_CONFIGS[family]}
+    elif family == "mistral3" and isinstance(text, dict) and (
+        text.get("model_type") == "mistral4"
+    ):  # Mistral Small 4: a Mistral 3 multimodal wrapper around a Mistral 4 text model
+        values = dict(text)
     return values
 
 
@@ -185,6 +220,14 @@ def layer_type(values: dict, layer_idx: int) -> str:
             "linear_attention")  # transformers' default pattern
     if family == "mistral":
         return "sliding_attention" if values.get("sliding_window") else "full_attention"
+    if family == "mimo_v2_flash":  # the first layer and every sixth full
+        return "full_attention" if layer_idx == 0 or position % 6 == 0 else (
+            "sliding_attention")
+    if family == "minimax_m3_vl_text":  # config.json: a flag per layer, 1 = sparse
+        flags = (values.get("sparse_attention_config") or {}).get(
+            "sparse_attention_freq")
+        if flags:
+            return "minimax_m3_sparse" if flags[layer_idx] else "full_attention"
     if family in ("qwen2", "qwen3") and values.get("use_sliding_window") and (
         values.get("sliding_window") is not None
     ):  # transformers' defaults: no size, no window; windows from layer 28 on
@@ -199,6 +242,8 @@ def rope_options(values: dict, kind: str) -> dict:
     params = values.get("rope_parameters")
     if isinstance(params, dict) and isinstance(params.get(kind), dict):
         params = params[kind]  # one set per layer kind (Gemma 3)
+    if not params and family in KIND_ROPE_DEFAULTS:  # transformers' defaults
+        params = KIND_ROPE_DEFAULTS[family][kind]
     if not params and family == "gemma4_text":  # transformers' defaults
         params = (
             {"rope_type": "default", "rope_theta": 10_000.0}
@@ -217,10 +262,12 @@ def rope_options(values: dict, kind: str) -> dict:
     if base is None and family == "gemma3_text" and kind == "sliding_attention":
         base = values.get("rope_local_base_freq", 10000.0)
     if base is None:
-        base = values.get("rope_theta")
+        base = values.get("rope_theta", DEFAULT_THETA.get(family))
     if base is None:
         raise ValueError(f"the config of {family!r} gives no rope_theta")
     partial = params.pop("partial_rotary_factor", None)
+    if partial is None and family in KIND_ROPE_DEFAULTS:  # the rotary class's default
+        partial = 0.334 if family == "mimo_v2_flash" else 1.0
     if partial is None:
         partial = values.get("partial_rotary_factor") or 1.0
     if family == "qwen3_5_text":  # the three components are equal for text tokens
@@ -301,8 +348,114 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
         options["sinks"] = True
     if family in ("qwen3_next", "qwen3_5_text"):
         options["output_gate"] = True
+    if family == "mimo_v2_flash":
+        options.update(mimo_options(values, layer_idx, kind))
+    if family == "laguna":
+        options.update(laguna_options(values, layer_idx))
+    if family == "minimax_m3_vl_text":  # Gemma's (1 + w) QK-norm, no biases
+        options.update(qk_norm=True, norm_unit_offset=True, qkv_bias=False,
+                       out_bias=False, norm_eps=values.get("rms_norm_eps", 1e-6))
     return options
 # --8<-- [end:options]
+
+
+def mimo_options(values: dict, layer_idx: int, kind: str) -> dict:
+    """MiMo-V2-Flash's own, as transformers builds them: narrower values, scaled;
+    sliding layers with twice the key/value heads and sinks. A ``config.json`` field
+    transformers does not read (``hybrid_layer_pattern``, ``swa_*``, the rotary
+    bases) is checked against what it builds, and refused when they differ."""
+    sliding = kind == "sliding_attention"
+    kv_heads = values.get("num_key_value_heads") or 4
+    head_dim = values.get("head_dim") or 192
+    value_head_dim = values.get("v_head_dim") or 128
+    options = dict(
+        head_dim=head_dim, value_head_dim=value_head_dim, sinks=sliding,
+        num_kv_heads=kv_heads * 2 if sliding else kv_heads,
+        value_scale=values.get("attention_value_scale", 0.707), out_bias=False,
+    )
+    if sliding and values.get("sliding_window_size") is not None:  # SGLang's count
+        options["window"] = values["sliding_window_size"] + 1
+    num_layers = values.get("num_hidden_layers") or layer_idx + 1
+    rope = {k: rope_options(values, k) for k in ("full_attention", "sliding_attention")}
+    read_by_transformers = dict(
+        hybrid_layer_pattern=[int(layer_type(values, i) == "sliding_attention")
+                              for i in range(num_layers)],
+        swa_num_key_value_heads=kv_heads * 2, swa_head_dim=head_dim,
+        swa_v_head_dim=value_head_dim,
+        swa_num_attention_heads=values.get("num_attention_heads"),
+        add_full_attention_sink_bias=False, add_swa_attention_sink_bias=True,
+        rope_theta=rope["full_attention"]["rope_base"],
+        swa_rope_theta=rope["sliding_attention"]["rope_base"],
+        partial_rotary_factor=rope[kind]["partial_rotary_factor"],
+    )
+    for name, built in read_by_transformers.items():
+        if name in values and values[name] != built:
+            raise ValueError(
+                f"{name}={values[name]!r} differs from what transformers builds for "
+                f"mimo_v2_flash ({built!r}), which does not read it: not implemented"
+            )
+    return options
+
+
+def laguna_options(values: dict, layer_idx: int) -> dict:
+    """Laguna's own: the layer's head count, a plain QK-norm, a softplus gate per head
+    (``gating`` True or ``"per-head"``) or per element (anything else, as
+    transformers reads it); biases on all four projections with ``attention_bias``."""
+    per_layer = values.get("num_attention_heads_per_layer")
+    gating = values.get("gating", True)
+    return dict(
+        num_heads=per_layer[layer_idx] if per_layer else values["num_attention_heads"],
+        head_dim=values.get("head_dim") or 128, qk_norm=True,
+        norm_eps=values.get("rms_norm_eps", 1e-6),
+        softplus_gate="head" if gating is True or gating == "per-head" else "element",
+    )
+
+
+# ours <- (transformers' field, a config.json's legacy name, transformers' default)
+MINIMAX_INDEX_FIELDS = {
+    "index_n_heads": ("index_n_heads", "sparse_num_index_heads", 4),
+    "index_head_dim": ("index_head_dim", "sparse_index_dim", 128),
+    "block_size": ("index_block_size", "sparse_block_size", 128),
+    "top_k": ("index_topk_blocks", "sparse_topk_blocks", 16),
+    "local_blocks": ("index_local_blocks", "sparse_local_block", 1),
+}
+
+
+# --8<-- [start:block_sparse]
+def block_sparse_attention_options(config: object, layer_idx: int = 0) -> dict:
+    """The keyword arguments of ``BlockSparseAttention`` (``block_sparse.py``) for a
+    sparse layer of MiniMax-M3: those of its full layers' ``ModernAttention`` and the
+    indexer's sizes (transformers' ``index_*`` fields, or a ``config.json``'s
+    ``sparse_attention_config``)."""
+    values = config_dict(config)
+    family = values.get("model_type")
+    if family != "minimax_m3_vl_text":
+        raise ValueError(
+            f"model_type {family!r} has no block-sparse attention here; expected "
+            "minimax_m3_vl_text (or minimax_m3_vl)"
+        )
+    kind = layer_type(values, layer_idx)
+    if kind != "minimax_m3_sparse":
+        raise ValueError(
+            f"layer {layer_idx} of {family!r} is a {kind!r} layer, not block-sparse "
+            "attention; its sparse layers are those of type 'minimax_m3_sparse'"
+        )
+    legacy = values.get("sparse_attention_config") or {}
+    if legacy.get("sparse_score_type", "max") != "max":
+        raise ValueError(f"sparse_score_type={legacy['sparse_score_type']!r} is not "
+                         "implemented (max only)")
+    if legacy.get("sparse_init_block"):  # transformers 5.23 never reads it
+        raise ValueError(
+            f"sparse_init_block={legacy['sparse_init_block']} is not implemented from "
+            "a config: transformers 5.23 keeps no first blocks, so nothing checks it; "
+            "BlockSparseAttention(init_blocks=...) builds it"
+        )
+    options = modern_attention_options({**values, "layer_types": None,
+                                        "sparse_attention_config": None}, layer_idx)
+    for ours, (field, old, default) in MINIMAX_INDEX_FIELDS.items():
+        options[ours] = legacy.get(old, values.get(field, default))
+    return options
+# --8<-- [end:block_sparse]
 
 
 def llama4_options(values: dict, nope: bool) -> dict:
@@ -365,8 +518,9 @@ def kv_source_layer(config: object, layer_idx: int) -> int | None:
     )
 
 
-LATENT_FAMILIES = ("deepseek_v3", "kimi_linear")
-SPARSE_LATENT_FAMILIES = ("deepseek_v32",)  # latent attention over top-k tokens
+LATENT_FAMILIES = ("deepseek_v3", "kimi_linear", "mistral4")
+# latent attention over the top-k tokens of an indexer
+SPARSE_LATENT_FAMILIES = ("deepseek_v32", "glm_moe_dsa")
 
 
 # --8<-- [start:latent]
@@ -389,6 +543,8 @@ def latent_attention_options(config: object, layer_idx: int = 0) -> dict:
         )
     if family == "kimi_linear":
         return kimi_latent_options(values, layer_idx, layer_type(values, layer_idx))
+    if family == "mistral4":
+        return mistral4_latent_options(values, layer_idx)
     return _latent_options(values, layer_idx)
 
 
@@ -402,11 +558,88 @@ def sparse_latent_attention_options(config: object, layer_idx: int = 0) -> dict:
             f"model_type {family!r} has no sparse latent attention here; expected "
             f"one of {', '.join(SPARSE_LATENT_FAMILIES)}"
         )
+    glm = family == "glm_moe_dsa"
+    if glm and values.get("indexer_rope_interleave") is False:
+        raise ValueError(
+            "indexer_rope_interleave=False is not what transformers runs for "
+            "glm_moe_dsa (its indexer always pairs neighbours): not implemented"
+        )
     return dict(
         _latent_options(values, layer_idx), index_n_heads=values["index_n_heads"],
         index_head_dim=values["index_head_dim"], index_topk=values["index_topk"],
-        rope_interleave=True,  # transformers' DeepseekV32Attention always pairs
-    )  # neighbours, whatever a config.json's rope_interleave says
+        rope_interleave=True,  # transformers' DeepseekV32Attention and GLM-5's always
+        # pair neighbours, whatever a config.json's rope_interleave says
+        index_rope_interleave=glm,  # GLM-5's indexer pairs neighbours too
+        shared_topk=glm and glm_indexer_types(values)[layer_idx] == "shared",
+    )
+
+
+def glm_indexer_types(values: dict) -> list[str]:
+    """GLM-5's ``indexer_types``: ``"full"`` (the layer runs its indexer) or
+    ``"shared"`` (it reuses the last earlier full layer's choice), given or derived as
+    transformers derives them (``index_topk_pattern``, else ``index_topk_freq`` and
+    ``index_skip_topk_offset``: by default every layer full)."""
+    if values.get("indexer_types"):
+        return list(values["indexer_types"])
+    num_layers = values["num_hidden_layers"]
+    pattern = values.get("index_topk_pattern")
+    if pattern is not None:
+        return [{"F": "full", "S": "shared"}[c] if isinstance(pattern, str) else c
+                for c in pattern]
+    freq = max(values.get("index_topk_freq", 1), 1)
+    offset = values.get("index_skip_topk_offset", 2)
+    return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared"
+            for i in range(num_layers)]
+
+
+def topk_source_layer(config: object, layer_idx: int) -> int | None:
+    """The earlier layer whose indexer's choice layer ``layer_idx`` reuses (GLM-5's
+    ``"shared"`` layers: the last ``"full"`` layer before it), or None for a layer
+    that chooses its own (or has no indexer)."""
+    values = config_dict(config)
+    layer_type(values, layer_idx)  # checks the index
+    if values.get("model_type") != "glm_moe_dsa":
+        return None
+    kinds = glm_indexer_types(values)
+    if kinds[layer_idx] != "shared":
+        return None
+    for earlier in range(layer_idx - 1, -1, -1):
+        if kinds[earlier] == "full":
+            return earlier
+    raise ValueError(
+        f"layer {layer_idx} reuses the top-k of an earlier indexer layer, but no "
+        "layer before it runs its indexer"
+    )
+
+
+def mistral4_latent_options(values: dict, layer_idx: int) -> dict:
+    """Mistral 4: DeepSeek-V3's latent attention (YaRN on the rotary part, the scale
+    corrected by ``mscale_all_dim``), with queries temperature-tuned by position as
+    ``Mistral4Attention`` does: ``1 + beta ln(1 + floor(m / L))``, ``beta`` the
+    rotary parameters' ``llama_4_scaling_beta``, ``L`` their
+    ``original_max_position_embeddings``."""
+    rope = dict(values.get("rope_parameters") or values.get("rope_scaling") or {})
+    beta = rope.pop("llama_4_scaling_beta", None)
+    rope.pop("max_position_embeddings", None)  # transformers reads the config's own
+    partial = rope.pop("partial_rotary_factor", None)
+    head = values["qk_nope_head_dim"] + values["qk_rope_head_dim"]
+    if partial is not None and int(head * partial) != values["qk_rope_head_dim"]:
+        raise ValueError(
+            f"partial_rotary_factor={partial} must turn the qk_rope_head_dim="
+            f"{values['qk_rope_head_dim']} of each {head}-wide head"
+        )
+    length = rope.get("original_max_position_embeddings")
+    if beta is None or length is None:  # transformers' Mistral4Attention needs both
+        raise ValueError(
+            "a mistral4 config needs rope_parameters with llama_4_scaling_beta and "
+            "original_max_position_embeddings (the query scale reads them)"
+        )
+    options = _latent_options(
+        {**values, "rope_parameters": rope, "partial_rotary_factor": None}, layer_idx
+    )
+    if beta:  # beta 0: every scale is 1
+        options["temperature_tuning"] = (length, beta, 0)
+    return options
 
 
 def _latent_options(values: dict, layer_idx: int) -> dict:

@@ -20,12 +20,16 @@ module, with biases)
 softmax attention: full,          ``ModernAttention`` (``modern.py``)
 windowed or chunked (Llama ...
 Qwen3-Next, Qwen3.5's full
-layers)
+layers, MiMo-V2-Flash, Laguna,
+MiniMax-M3's full layers)
 latent attention (DeepSeek-V3;    ``LatentAttention`` (``latent.py``)
 Kimi Linear's full layers,
-without rotary positions)
+without rotary positions;
+Mistral 4)
 sparse latent attention           ``SparseLatentAttention`` (``sparse_latent.py``,
-(DeepSeek-V3.2)                   DeepSeek Sparse Attention: an indexer's top-k)
+(DeepSeek-V3.2, GLM-5)            DeepSeek Sparse Attention: an indexer's top-k)
+block-sparse attention            ``BlockSparseAttention`` (``block_sparse.py``:
+(MiniMax-M3's sparse layers)      an indexer's top blocks of keys)
 Gated DeltaNet (Qwen3-Next and    ``GatedDeltaNet`` (``linear_attention.py``)
 Qwen3.5's linear layers)
 Kimi Delta Attention (Kimi        ``KimiDeltaAttention``
@@ -36,6 +40,9 @@ A Gemma 4 layer that reuses an earlier layer's keys and values
 (``hf_config.kv_source_layer`` names that layer) has no key or value projection:
 call it with ``cache=`` the ``kv_sharing.SharedKV`` its source layer was called
 with, after the source ran on the same tokens; ``module(x)`` alone raises a
+``TypeError`` that says so. A GLM-5 layer that reuses an earlier layer's top-k
+(``hf_config.topk_source_layer`` names it) has no indexer: call it, and its source,
+with ``topk=`` one ``kv_sharing.SharedTopK``, the source first; without one it raises a
 ``TypeError`` that says so.
 
 A family or a layer kind that no module here implements is refused by name: never a
@@ -44,8 +51,9 @@ module that silently computes something else.
 This module lives apart from ``hf_config.py`` because it imports every layer module:
 ``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
 
-Builds on ``hf_config.py``, ``latent.py``, ``linear_attention.py``, ``modern.py``,
-``multihead.py`` and ``sparse_latent.py`` of this package (and what they build on),
+Builds on ``block_sparse.py``, ``hf_config.py``, ``latent.py``, ``linear_attention.py``,
+``modern.py``, ``multihead.py`` and ``sparse_latent.py`` of this package (and what they
+build on),
 imported relatively: copy them with this file, under any package name (its API page
 offers the set as one download). MIT licence: keep the first two lines of each file.
 """
@@ -54,7 +62,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from . import latent, linear_attention, modern, multihead, sparse_latent
+from . import block_sparse, latent, linear_attention, modern, multihead, sparse_latent
 from .hf_config import FAMILIES, SPARSE_LATENT_FAMILIES, config_dict, layer_type
 
 
@@ -115,6 +123,12 @@ def _sparse_latent(config, layer_idx: int, overrides: dict) -> nn.Module:
     )
 
 
+def _block_sparse(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return block_sparse.BlockSparseAttention.from_hf_config(
+        config, layer_idx, **overrides
+    )
+
+
 def _linear(overrides: dict) -> dict:
     """A linear layer reads any number of tokens: a ``context_length`` given for the
     whole model applies to its softmax layers only."""
@@ -156,6 +170,9 @@ BUILDERS = {
     **{(family, "sliding_attention"): MODERN for family in FAMILIES},
     ("llama4_text", "chunked_attention"): MODERN,
     ("deepseek_v3", None): LATENT,
+    ("mistral4", None): LATENT,
+    ("minimax_m3_vl_text", "minimax_m3_sparse"): (
+        _block_sparse, _by_name(block_sparse.from_hf_state_dict)),
     **{(family, None): (_sparse_latent, _by_name(sparse_latent.from_hf_state_dict))
        for family in SPARSE_LATENT_FAMILIES},
     ("kimi_linear", "full_attention"): LATENT,

@@ -72,10 +72,12 @@ class KVCache:
         context_length: ``T_max``, the most tokens the cache can hold.
         dtype: dtype of the stored keys and values (the module's).
         device: device of the stored keys and values (the module's).
+        value_dim: ``d_v``, the width of one value head, when it is not ``d_h``
+            (values narrower than keys: MiMo-V2-Flash).
 
     Shapes:
-        ``keys``, ``values``: ``(B, H_kv, T_max, d_h)`` storage, zeros until written;
-        ``key_padding``: ``(B, T_max)`` bool, True = a real token.
+        ``keys``, ``values``: ``(B, H_kv, T_max, d_h)`` storage (values ``d_v`` wide),
+        zeros until written; ``key_padding``: ``(B, T_max)`` bool, True = a real token.
         ``append(keys, values, padding_mask=None)`` takes ``(B, H_kv, T_new, d_h)``
         twice and an optional ``(B, T_new)`` bool mask; it returns views of the first
         ``length`` positions: ``(B, H_kv, length, d_h)`` twice and ``(B, length)``.
@@ -95,20 +97,23 @@ class KVCache:
         *,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
+        value_dim: int | None = None,
     ) -> None:
+        value_dim = head_dim if value_dim is None else value_dim
         for name, value in (
             ("batch_size", batch_size),
             ("num_heads", num_heads),
             ("head_dim", head_dim),
             ("context_length", context_length),
+            ("value_dim", value_dim),
         ):
             _check_size(name, value)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         shape = (batch_size, num_heads, context_length, head_dim)
-        # (B, H_kv, T_max, d_h) each, zeros until written
+        # (B, H_kv, T_max, d_h) and (B, H_kv, T_max, d_v), zeros until written
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
-        self.values = torch.zeros(shape, dtype=dtype, device=device)
+        self.values = torch.zeros(*shape[:3], value_dim, dtype=dtype, device=device)
         self.key_padding = torch.ones(  # True = real token
             batch_size, context_length, dtype=torch.bool, device=device
         )  # (B, T_max)
@@ -130,7 +135,9 @@ class KVCache:
 
     def _check_new(self, keys, values, padding_mask) -> None:
         batch, heads, _, head_dim = self.keys.shape
-        for name, tensor in (("keys", keys), ("values", values)):
+        value_dim = self.values.shape[-1]
+        for name, tensor, head_dim in (("keys", keys, head_dim),
+                                       ("values", values, value_dim)):
             if not isinstance(tensor, torch.Tensor):
                 raise TypeError(
                     f"{name} must be a torch.Tensor, got {type(tensor).__name__}"
@@ -155,10 +162,10 @@ class KVCache:
                     f"{name} must be {self.keys.dtype} on {self.keys.device} like the "
                     f"cache, got {tensor.dtype} on {tensor.device}"
                 )
-        if keys.shape != values.shape:
+        if keys.shape[:3] != values.shape[:3]:
             raise ValueError(
                 f"keys and values must have the same shape, got {tuple(keys.shape)} "
-                f"and {tuple(values.shape)}"
+                f"and {tuple(values.shape)} (only their head widths may differ)"
             )
         num_new = keys.shape[2]
         if self.length + num_new > self.context_length:
@@ -191,12 +198,12 @@ class KVCache:
         self._check_new(keys, values, padding_mask)
         start, end = self.length, self.length + keys.shape[2]
         self.keys[:, :, start:end] = keys  # (B, H_kv, T_new, d_h) into the storage
-        self.values[:, :, start:end] = values  # (B, H_kv, T_new, d_h)
+        self.values[:, :, start:end] = values  # (B, H_kv, T_new, d_v)
         if padding_mask is not None:
             self.key_padding[:, start:end] = padding_mask  # (B, T_new)
         self.length = end
         return (
             self.keys[:, :, :end],  # (B, H_kv, length, d_h)
-            self.values[:, :, :end],  # (B, H_kv, length, d_h)
+            self.values[:, :, :end],  # (B, H_kv, length, d_v)
             self.key_padding[:, :end],  # (B, length)
         )

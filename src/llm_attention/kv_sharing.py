@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 The llm-attention authors
-"""Cross-layer KV sharing (Gemma 4): later layers attend over the keys and values an
-earlier layer made, and keep no cache of their own.
+"""Cross-layer sharing: later layers reuse what an earlier layer computed in the same
+step. Gemma 4's last layers attend over the keys and values an earlier layer made
+(``SharedKV``), and keep no cache of their own; GLM-5's shared layers attend over the
+tokens an earlier layer's indexer chose (``SharedTopK``), and run no indexer.
 
 Shapes: ``B`` batch, ``H_kv`` key/value heads, ``T`` new tokens, ``T_k`` keys attended
 to, ``d_h`` one head's width.
@@ -23,6 +25,17 @@ the same object and reads them::
 The record is what the wrapped cache returned, not what it keeps: a rolling cache
 keeps only the last ``window`` tokens, while a prompt longer than the window needs
 all of its keys in that step.
+
+``SharedTopK`` hands over a choice instead of keys. In GLM-5 a layer marked
+``"shared"`` in ``indexer_types`` has no indexer: it attends over the ``k`` tokens the
+last earlier layer with an indexer chose for each query, among its own keys and
+values (each layer keeps its own latent cache, so the positions line up). The
+indexer layer records its choice in the object passed as ``topk``; the shared layers
+read it::
+
+    picks = SharedTopK()
+    h = indexer_layer(x, padding_mask, cache=own_cache, topk=picks)  # records
+    y = shared_layer(h2, padding_mask, cache=its_cache, topk=picks)  # reads
 
 Needs only torch. MIT licence: keep the first two lines of each file.
 """
@@ -104,3 +117,50 @@ class SharedKV:
             )
         return (*self.recorded, self.query_start)
 # --8<-- [end:class]
+
+
+# --8<-- [start:topk]
+class SharedTopK:
+    """The tokens an indexer layer chose for each query in its last call, for the
+    later layers that reuse the choice (GLM-5's ``"shared"`` layers).
+
+    Shapes: ``T`` new tokens (queries), ``T_k`` keys held, ``k`` chosen per query.
+    ``record(selected, query_start, num_keys)`` (the indexer layer): ``selected``
+    ``(B, T, k)`` long, indices into the ``T_k`` keys held after its call, whose first
+    new token sat at ``query_start``. ``read(num_tokens, query_start, num_keys)`` (a
+    sharing layer): the same ``(B, T, k)``, once its call is checked to cover the
+    same tokens over as many keys.
+    """
+
+    def __init__(self) -> None:
+        self.selected = None  # (B, T, k) of the indexer layer's last call
+        self.query_start = 0  # position of the first token of that call
+        self.num_keys = 0  # keys it chose among
+
+    def record(self, selected: torch.Tensor, query_start: int, num_keys: int) -> None:
+        """The indexer layer's call: keep its choice."""
+        if not isinstance(selected, torch.Tensor) or selected.dim() != 3:
+            raise ValueError(
+                "selected must be a tensor of shape (B, T, k), got "
+                f"{getattr(selected, 'shape', type(selected).__name__)}"
+            )
+        self.selected, self.query_start, self.num_keys = selected, query_start, num_keys
+
+    def read(self, num_tokens: int, query_start: int, num_keys: int) -> torch.Tensor:
+        """A sharing layer's call for ``num_tokens`` new tokens at ``query_start``
+        over ``num_keys`` keys: the indexer layer's choice ``(B, T, k)``."""
+        if self.selected is None:
+            raise ValueError(
+                "SharedTopK holds nothing yet: run the layer whose indexer chooses "
+                "(with this SharedTopK as topk) before the layers that reuse its choice"
+            )
+        found = (self.selected.shape[1], self.query_start, self.num_keys)
+        if found != (num_tokens, query_start, num_keys):
+            raise ValueError(
+                f"the indexer layer's last call chose for {found[0]} tokens from "
+                f"position {found[1]} among {found[2]} keys; this call has "
+                f"{num_tokens} tokens from position {query_start} among {num_keys} "
+                "keys: run the indexer layer on the same tokens first"
+            )
+        return self.selected  # (B, T, k)
+# --8<-- [end:topk]

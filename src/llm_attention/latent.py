@@ -35,9 +35,16 @@ d_r`` numbers per layer (512 + 64 = 576 in DeepSeek-V3, against 128 x (192 + 128
 ``rotary=False`` leaves the ``d_r`` parts unturned: a key part shared by all heads,
 without positions, as in Kimi Linear's full layers.
 
-``from_hf_config`` reads a DeepSeek-V3 or Kimi Linear config (transformers or
-``config.json``); ``from_hf_state_dict`` renames the weights of its
-``DeepseekV3Attention`` (or ``KimiLinearAttention``: the same names).
+``temperature_tuning`` scales each query by the log of its position, as Llama 4 does
+(``attention_variants.temperature_scales``), the way Mistral 4 applies it to latent
+attention: ``1 + beta ln(1 + floor(m / L))`` with ``L`` its YaRN
+``original_max_position_embeddings``. Positions are counted from each row's first
+real token, so a left-padded row gets what its prompt alone gets.
+
+``from_hf_config`` reads a DeepSeek-V3, Kimi Linear or Mistral 4 config
+(transformers or ``config.json``); ``from_hf_state_dict`` renames the weights of its
+``DeepseekV3Attention`` (``KimiLinearAttention``, ``Mistral4Attention``: the same
+names).
 
 Builds on ``attention_variants.py``, ``checks.py``, ``grouped_query.py``,
 ``hf_config.py``, ``rope.py`` and ``rope_scaling.py`` of this package, imported
@@ -52,7 +59,12 @@ import numbers
 import torch
 from torch import nn
 
-from .attention_variants import variant_attention_explicit
+from .attention_variants import (
+    check_temperature_tuning,
+    content_positions,
+    temperature_scales,
+    variant_attention_explicit,
+)
 from .checks import check_dropout, check_flag, check_inputs, check_size, rows_here
 from .grouped_query import attention_mask, grouped_attention_fast
 from .hf_config import latent_attention_options, rename_weights
@@ -289,6 +301,11 @@ class LatentAttention(nn.Module):
         scale: the score scale. None: ``(d_n + d_r) ** -0.5``, times
             ``(0.1 mscale_all_dim ln(factor) + 1) ** 2`` with YaRN's
             ``mscale_all_dim`` (DeepSeek's rule).
+        temperature_tuning: None, or ``(floor_scale, attn_scale, offset)``: each
+            query, nope and rotary parts, is multiplied by
+            ``1 + attn_scale * ln(1 + floor((m + offset) / floor_scale))`` at
+            position ``m`` counted from its row's first real token (Mistral 4:
+            ``(original_max_position_embeddings, llama_4_scaling_beta, 0)``).
         absorb: attend in latent space (decoding reads only the cache); the
             same result.
         fast_path: use ``scaled_dot_product_attention`` (same result).
@@ -321,6 +338,7 @@ class LatentAttention(nn.Module):
         rotary: bool = True,
         norm_eps: float = 1e-6,
         scale: float | None = None,
+        temperature_tuning: tuple[float, ...] | None = None,
         absorb: bool = False,
         fast_path: bool = False,
     ) -> None:
@@ -359,6 +377,8 @@ class LatentAttention(nn.Module):
             )
         if rope_scaling is not None and not rotary:
             raise ValueError("rope_scaling needs rotary=True, got rotary=False")
+        if temperature_tuning is not None:
+            check_temperature_tuning(temperature_tuning)
         super().__init__()
         self.context_length = context_length
         self.num_heads = num_heads
@@ -369,6 +389,10 @@ class LatentAttention(nn.Module):
         self.rope_interleave = rope_interleave
         self.absorb = absorb  # both may be switched later
         self.fast_path = fast_path
+        self.temperature_tuning = (  # (floor_scale, attn_scale[, offset])
+            None if temperature_tuning is None
+            else tuple(float(v) for v in temperature_tuning)
+        )
         self.scale = float(scale) if scale is not None else default_scale(
             qk_nope_head_dim + qk_rope_head_dim, rope_scaling
         )
@@ -462,6 +486,9 @@ class LatentAttention(nn.Module):
         queries = queries.view(b, num_tokens, heads, -1).transpose(1, 2)
         q_nope, q_rope = queries.split([d_n, self.qk_rope_head_dim], dim=-1)
         q_rope = self.turn(q_rope, start)  # (B, H, T, d_r)
+        if self.temperature_tuning is not None:  # sharper far into the text
+            scales = self.query_scales(cache, padding_mask, start, num_tokens, x)
+            q_nope, q_rope = q_nope * scales, q_rope * scales  # (B, H, T, d_n), d_r
 
         compressed = self.W_kv_down(x)  # (B, T, d_c + d_r)
         latent, rope_key = compressed.split([d_c, self.qk_rope_head_dim], dim=-1)
@@ -545,6 +572,15 @@ class LatentAttention(nn.Module):
             scale=self.scale,
         )
 
+    def query_scales(self, cache, padding_mask, start: int, num_tokens: int, x):
+        """Temperature tuning's factor for each new query, ``(B or 1, 1, T, 1)`` in
+        ``x``'s dtype, at positions counted from each row's first real token (the
+        cache's key padding says how many real tokens came before)."""
+        held = None if cache is None else cache.key_padding[:, :start]  # (B, start)
+        where = content_positions(num_tokens, start, padding_mask, held, x.device)
+        scales = temperature_scales(where, *self.temperature_tuning)  # (B or 1, T)
+        return scales[:, None, :, None].to(x.dtype)  # (B or 1, 1, T, 1)
+
     def heads_here(self) -> int:
         """``H`` computed in this process: all the heads or, when tensor parallelism
         split the query and up-projections by rows (``parallelize_module`` with
@@ -579,6 +615,8 @@ class LatentAttention(nn.Module):
             f"qk_rope_head_dim={self.qk_rope_head_dim}, v_head_dim={self.v_head_dim}, "
             f"scale={self.scale:.4g}, absorb={self.absorb}, fast_path={self.fast_path}"
             + ("" if self.rope is not None else ", rotary=False")
+            + ("" if self.temperature_tuning is None
+               else f", temperature_tuning={self.temperature_tuning}")
         )
 
 

@@ -21,7 +21,8 @@ with the square of the length.
 
 Rotary positions turn the first ``d_r`` dimensions of each indexer query and key, paired
 as halves ``(i, i + d_r / 2)`` (the layout of ``rope.py``), while DeepSeek's latent
-attention pairs neighbours ``(2i, 2i + 1)``; the same angles serve both.
+attention pairs neighbours ``(2i, 2i + 1)``; the same angles serve both. GLM-5's
+indexer pairs neighbours too (``rope_interleave=True``).
 
 The selection is not differentiable: the scores run without gradients, as in
 DeepSeek's and transformers' code (DeepSeek trains the indexer with a loss of its own).
@@ -38,8 +39,8 @@ import numbers
 import torch
 from torch import nn
 
-from .checks import check_size
-from .rope import apply_rope
+from .checks import check_flag, check_size
+from .rope import apply_rope, neighbours_to_halves
 
 HF_NAMES = {  # transformers' DeepseekV32Indexer name -> ours
     "wq_b": "W_query",
@@ -68,6 +69,8 @@ class LightningIndexer(nn.Module):
         head_dim: ``d_I``.
         rope_dim: ``d_r``, the dimensions that turn (even, at most ``head_dim``).
         norm_eps: the LayerNorm's epsilon.
+        rope_interleave: the turned dimensions pair neighbours ``(2i, 2i + 1)``
+            (GLM-5's indexer) rather than halves (DeepSeek-V3.2's).
 
     Shapes:
         ``keys(x, cos, sin, start)``: ``x`` ``(B, T, d_in)`` -> ``(B, T, d_I)``.
@@ -85,6 +88,7 @@ class LightningIndexer(nn.Module):
         rope_dim: int,
         *,
         norm_eps: float = 1e-6,
+        rope_interleave: bool = False,
     ) -> None:
         sizes = dict(d_in=d_in, q_lora_rank=q_lora_rank, num_heads=num_heads,
                      head_dim=head_dim, rope_dim=rope_dim)
@@ -99,7 +103,9 @@ class LightningIndexer(nn.Module):
             not norm_eps > 0
         ):
             raise ValueError(f"norm_eps must be a positive float, got {norm_eps!r}")
+        check_flag("rope_interleave", rope_interleave)
         super().__init__()
+        self.rope_interleave = rope_interleave
         self.num_heads, self.head_dim, self.rope_dim = num_heads, head_dim, rope_dim
         self.W_query = nn.Linear(q_lora_rank, num_heads * head_dim, bias=False)
         self.W_key = nn.Linear(d_in, head_dim, bias=False)  # one key for all heads
@@ -110,8 +116,17 @@ class LightningIndexer(nn.Module):
         """``k_s = RoPE(LayerNorm(x_s W_key))`` for the tokens ``x`` ``(B, T, d_in)`` at
         positions ``start..``: ``(B, T, d_I)``, one key per token for every head."""
         key = self.key_norm(self.W_key(x))  # (B, T, d_I)
-        key = apply_rope(key.unsqueeze(1), cos, sin, start)  # (B, 1, T, d_I)
+        key = self.turn(key.unsqueeze(1), cos, sin, start)  # (B, 1, T, d_I)
         return key.squeeze(1)  # (B, T, d_I)
+
+    def turn(self, x, cos, sin, start: int) -> torch.Tensor:
+        """Rotary positions on the first ``d_r`` dimensions of ``x`` ``(B, H, T,
+        d_I)``; neighbour pairs gathered into halves first with
+        ``rope_interleave``."""
+        if self.rope_interleave:  # queries and keys alike: every score stays
+            turned = neighbours_to_halves(x[..., : self.rope_dim])  # (B, H, T, d_r)
+            x = torch.cat((turned, x[..., self.rope_dim :]), dim=-1)  # (B,H,T,d_I)
+        return apply_rope(x, cos, sin, start)  # (B, H, T, d_I)
 
     # --8<-- [start:scores]
     def scores(self, x, query_latent, keys, cos, sin, start: int) -> torch.Tensor:
@@ -120,7 +135,7 @@ class LightningIndexer(nn.Module):
         b, num_tokens, _ = x.shape  # (B, T, d_in)
         queries = self.W_query(query_latent)  # (B, T, H_I d_I)
         queries = queries.view(b, num_tokens, self.num_heads, -1)  # (B, T, H_I, d_I)
-        queries = apply_rope(queries.transpose(1, 2), cos, sin, start)  # (B,H_I,T,d_I)
+        queries = self.turn(queries.transpose(1, 2), cos, sin, start)  # (B,H_I,T,d_I)
         queries = queries.transpose(1, 2)  # (B, T, H_I, d_I)
         dots = torch.matmul(  # every head against the one key of each token
             queries.float(), keys.float().transpose(-1, -2).unsqueeze(1)
@@ -137,6 +152,7 @@ class LightningIndexer(nn.Module):
         return (
             f"num_heads={self.num_heads}, head_dim={self.head_dim}, "
             f"rope_dim={self.rope_dim}"
+            + (", rope_interleave=True" if self.rope_interleave else "")
         )
 
 

@@ -10,9 +10,11 @@ Shapes: ``B`` batch, ``T`` new tokens, ``T_k`` keys attended to, ``d_in`` input 
 
     Q = RoPE(norm_q(X W_query))       (B, T, d_in) -> (B, H, T, d_h)
     K = RoPE(norm_k(X W_key))         (B, T, d_in) -> (B, H_kv, T, d_h)
-    V = X W_value                     (B, T, d_in) -> (B, H_kv, T, d_h)
-    head_h = softmax(Q_h K_{h//G}^T / sqrt(d_h) + M) V_{h//G}        (B, H, T, d_h)
-    out = concat(heads) W_out         (B, T, H d_h) -> (B, T, d_out)
+    V = X W_value                     (B, T, d_in) -> (B, H_kv, T, d_v)
+    head_h = softmax(Q_h K_{h//G}^T / sqrt(d_h) + M) V_{h//G}        (B, H, T, d_v)
+    out = concat(heads) W_out         (B, T, H d_v) -> (B, T, d_out)
+
+``d_v = d_h`` unless ``value_head_dim`` says otherwise.
 
 ``M`` hides the future, keys ``window`` or more positions back (when ``window`` is
 set) and padding. The norms are RMSNorms over one head's width, shared by every head
@@ -33,6 +35,11 @@ The family options, each off by default:
 - ``nope``: no rotary positions at all (every fourth layer of Llama 4 and SmolLM3);
 - ``temperature_tuning``: ``(floor_scale, attn_scale)``, queries scaled up with the log
   of their position (Llama 4's positionless layers);
+- ``value_head_dim``: values narrower than queries and keys, ``d_v < d_h``, and
+  ``value_scale``: every value multiplied by a constant (MiMo-V2-Flash);
+- ``softplus_gate``: a projection ``W_gate`` makes one gate per head (``"head"``) or
+  per output dimension (``"element"``), ``out = (heads * softplus(gate)) W_out``
+  (Laguna);
 - ``rope_interleave``: the checkpoint pairs neighbouring dimensions (Llama 4);
 - ``qk_norm_weight``: False for a QK-norm without weights (Llama 4's);
 - ``value_norm``: a weightless RMSNorm on each value head (Gemma 4);
@@ -66,6 +73,7 @@ from torch import nn
 
 from .attention_variants import (
     UnitOffsetRMSNorm,
+    check_temperature_tuning,
     temperature_scales,
     variant_attention_explicit,
 )
@@ -97,6 +105,7 @@ HF_NAMES = {  # Hugging Face name -> ours
     "k_proj": "W_key",
     "v_proj": "W_value",
     "o_proj": "out_proj",
+    "g_proj": "W_gate",  # Laguna's softplus gate
     "q_norm": "q_norm",
     "k_norm": "k_norm",
     "sinks": "sinks",  # a bare parameter (gpt-oss), not a layer with a weight
@@ -148,22 +157,45 @@ def check_family_options(
             "layer is windowed or chunked"
         )
     if temperature_tuning is not None:
-        pair = temperature_tuning
-        if not isinstance(pair, tuple | list):
-            pair = ()
-        if len(pair) != 2 or not all(
-            isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0
-            for v in pair
-        ):
-            raise ValueError(
-                "temperature_tuning must be None or (floor_scale, attn_scale), two "
-                f"positive numbers, got {temperature_tuning!r}"
-            )
+        check_temperature_tuning(temperature_tuning)
     if kv_shared and (value_norm or values_from_keys or chunk_size is not None):
         raise ValueError(
             "kv_shared=True takes its keys and values as the owning layer made them: "
             "value_norm, values_from_keys and chunk_size belong to that layer"
         )
+
+
+def check_value_options(
+    value_head_dim, value_scale, softplus_gate, output_gate, values_from_keys,
+    kv_shared, chunk_size, head_dim,
+) -> None:
+    """MiMo-V2-Flash's narrower, scaled values and Laguna's softplus gate: refuse
+    what they cannot be combined with (no family does it)."""
+    if value_head_dim is not None:
+        check_size("value_head_dim", value_head_dim)
+    if value_scale is not None and (
+        isinstance(value_scale, bool) or not isinstance(value_scale, numbers.Real)
+        or not value_scale > 0
+    ):
+        raise ValueError(f"value_scale must be None or a positive number, got "
+                         f"{value_scale!r}")
+    if softplus_gate not in (None, "head", "element"):
+        raise ValueError(
+            f"softplus_gate must be None, 'head' or 'element', got {softplus_gate!r}"
+        )
+    if softplus_gate is not None and output_gate:
+        raise ValueError("softplus_gate and output_gate=True cannot both be set: a "
+                         "layer has one output gate")
+    narrow = value_head_dim is not None and value_head_dim != head_dim
+    for name, used in (("output_gate", output_gate),
+                       ("values_from_keys", values_from_keys),
+                       ("kv_shared", kv_shared),
+                       ("chunk_size", chunk_size is not None)):
+        if narrow and used:
+            raise ValueError(
+                f"value_head_dim={value_head_dim} (not head_dim={head_dim}) cannot be "
+                f"combined with {name}: not implemented"
+            )
 
 
 def qk_norm_layer(dim: int, eps: float, unit_offset: bool, weight: bool) -> nn.Module:
@@ -189,7 +221,8 @@ class ModernAttention(nn.Module):
     ($1/\sqrt{d_h}$ by default), cap the optional soft cap and $M$ hides the future,
     padding, and keys at distance $\ge$ ``window`` (or in another chunk). With sinks,
     each head's softmax has one more logit; with an output gate, head $h$ is
-    multiplied by $\sigma(g_h)$ before ``out_proj``. Without positions (``nope``)
+    multiplied by $\sigma(g_h)$ before ``out_proj`` (with a softplus gate, by
+    $\mathrm{softplus}(x W_{gate})_h$). Without positions (``nope``)
     $R$ is the identity; with temperature tuning $\hat q$ at position $m$ is
     multiplied by $1 + a \ln(1 + \lfloor (m + 1) / f \rfloor)$.
 
@@ -226,7 +259,8 @@ class ModernAttention(nn.Module):
         temperature_tuning: None, or ``(floor_scale, attn_scale)``: the query at
             position ``m`` is multiplied by
             ``1 + attn_scale * ln(1 + floor((m + 1) / floor_scale))`` (Llama 4's
-            positionless layers: ``(8192, 0.1)``).
+            positionless layers: ``(8192, 0.1)``); a third number replaces the
+            offset 1.
         rope_interleave: the checkpoint's rotary pairs are neighbours
             ``(2i, 2i + 1)`` (Llama 4); queries and keys are reordered into halves.
             Not with a ``partial_rotary_factor`` below 1 (refused).
@@ -238,6 +272,14 @@ class ModernAttention(nn.Module):
             keys and values of an earlier layer, read from the ``SharedKV``
             (``kv_sharing.py``) passed as ``cache``, after that layer ran on the same
             tokens (Gemma 4's last layers).
+        value_head_dim: ``d_v``, the width of one value head when it is not
+            ``head_dim`` (MiMo-V2-Flash: 128 against 192); ``out_proj`` then reads
+            ``H d_v`` numbers.
+        value_scale: every value multiplied by this number before it is cached
+            (MiMo-V2-Flash's ``attention_value_scale``, 0.707).
+        softplus_gate: None, ``"head"`` or ``"element"``: ``W_gate`` makes one
+            gate per head, or one per head and value dimension, and each head's output
+            is multiplied by ``softplus`` of it (Laguna's ``gating``).
         fast_path: use ``scaled_dot_product_attention`` (same result). The fused
             kernel has no soft cap and no sinks: with either, it is refused.
 
@@ -282,6 +324,9 @@ class ModernAttention(nn.Module):
         value_norm: bool = False,
         values_from_keys: bool = False,
         kv_shared: bool = False,
+        value_head_dim: int | None = None,
+        value_scale: float | None = None,
+        softplus_gate: str | None = None,
         fast_path: bool = False,
     ) -> None:
         if head_dim is not None:
@@ -310,6 +355,10 @@ class ModernAttention(nn.Module):
         check_family_options(
             qk_norm, norm_unit_offset, qk_norm_weight, window, chunk_size,
             temperature_tuning, kv_shared, value_norm, values_from_keys,
+        )
+        check_value_options(
+            value_head_dim, value_scale, softplus_gate, output_gate, values_from_keys,
+            kv_shared, chunk_size, inner // num_heads,
         )
         numbers_given = (("norm_eps", norm_eps), ("scale", scale), ("softcap", softcap))
         for name, value in numbers_given:
@@ -351,7 +400,11 @@ class ModernAttention(nn.Module):
         self.kv_shared = kv_shared
         self.values_from_keys = values_from_keys
         self.fast_path = fast_path  # checked again in forward: it may be set later
+        self.value_head_dim = value_head_dim or self.head_dim  # d_v
+        self.value_scale = value_scale
+        self.softplus_gate = softplus_gate
         kv_width = num_kv_heads * self.head_dim  # H_kv * d_h
+        v_width = num_kv_heads * self.value_head_dim  # H_kv * d_v
         q_width = inner * 2 if output_gate else inner  # a gate beside each query head
         own_keys = not kv_shared  # a sharing layer reads an earlier layer's
         own_values = own_keys and not values_from_keys
@@ -359,10 +412,15 @@ class ModernAttention(nn.Module):
         self.W_key = (  # (H_kv d_h, d_in)
             nn.Linear(d_in, kv_width, bias=qkv_bias) if own_keys else None
         )
-        self.W_value = (  # (H_kv d_h, d_in)
-            nn.Linear(d_in, kv_width, bias=qkv_bias) if own_values else None
+        self.W_value = (  # (H_kv d_v, d_in)
+            nn.Linear(d_in, v_width, bias=qkv_bias) if own_values else None
         )
-        self.out_proj = nn.Linear(inner, d_out, bias=out_bias)  # (d_out, H d_h)
+        out_width = num_heads * self.value_head_dim  # H d_v
+        self.out_proj = nn.Linear(out_width, d_out, bias=out_bias)  # (d_out, H d_v)
+        self.W_gate = None  # Laguna's: (H, d_in) or (H d_v, d_in)
+        if softplus_gate is not None:
+            gates = num_heads if softplus_gate == "head" else out_width
+            self.W_gate = nn.Linear(d_in, gates, bias=False)
         self.q_norm = self.k_norm = self.v_norm = None
         if qk_norm:
             self.q_norm = qk_norm_layer(
@@ -465,11 +523,19 @@ class ModernAttention(nn.Module):
                 queries, keys, values, mask_bool, self.dropout,
                 scale=self.scale, softcap=self.softcap, sinks=self.sinks_here(heads),
             )  # (B, H, T, d_h)
-        context_vec = context_vec.transpose(1, 2)  # (B, T, H, d_h)
+        context_vec = context_vec.transpose(1, 2)  # (B, T, H, d_v)
         if gate is not None:  # each head scaled by its own gates, in (0, 1)
             context_vec = context_vec * torch.sigmoid(gate)  # (B, T, H, d_h)
-        context_vec = context_vec.reshape(b, num_tokens, -1)  # (B, T, H d_h)
+        if self.W_gate is not None:  # Laguna: positive gates, per head or element
+            context_vec = context_vec * self.softplus_gates(x, heads)  # (B, T, H, d_v)
+        context_vec = context_vec.reshape(b, num_tokens, -1)  # (B, T, H d_v)
         return self.out_proj(context_vec)  # (B, T, d_out)
+
+    def softplus_gates(self, x: torch.Tensor, heads: int) -> torch.Tensor:
+        """``softplus(x W_gate)`` for ``x`` ``(B, T, d_in)``, computed in float32:
+        ``(B, T, H, 1)`` per head, ``(B, T, H, d_v)`` per element."""
+        gates = nn.functional.softplus(self.W_gate(x).float()).to(x.dtype)
+        return gates.view(*x.shape[:2], heads, -1)  # (B, T, H, 1 or d_v)
 
     def turn(self, x: torch.Tensor, start: int) -> torch.Tensor:
         """Rotary positions on queries or keys ``x`` ``(B, H, T, d_h)`` at
@@ -486,13 +552,18 @@ class ModernAttention(nn.Module):
         ``(B, H_kv, T, d_h)`` twice, normed and turned as the options say."""
         split = (*x.shape[:2], kv_heads, self.head_dim)  # (B, T, H_kv, d_h)
         keys = self.W_key(x).view(split)  # (B, T, H_kv, d_h)
-        values = keys if self.values_from_keys else self.W_value(x).view(split)
+        if self.values_from_keys:
+            values = keys  # (B, T, H_kv, d_h)
+        else:
+            values = self.W_value(x).view(*split[:3], -1)  # (B, T, H_kv, d_v)
+        if self.value_scale is not None:  # MiMo-V2-Flash: before the cache
+            values = values * self.value_scale  # (B, T, H_kv, d_v)
         if self.k_norm is not None:
             keys = self.k_norm(keys)  # (B, T, H_kv, d_h)
         if self.v_norm is not None:
             values = self.v_norm(values)  # (B, T, H_kv, d_h)
         keys = self.turn(keys.transpose(1, 2), start)  # (B, H_kv, T, d_h)
-        return keys, values.transpose(1, 2)  # (B, H_kv, T, d_h) twice
+        return keys, values.transpose(1, 2)  # (B, H_kv, T, d_h) and (.., d_v)
 
     def check_own_cache(self, cache, kv_heads: int, x: torch.Tensor) -> int:
         """Check the cache of a layer with its own keys (a ``SharedKV`` it owns
@@ -576,6 +647,7 @@ class ModernAttention(nn.Module):
         shape = (batch_size, self.heads_here()[1], self.head_dim)  # the heads held here
         if self.chunk_size is not None:
             return ChunkedKVCache(*shape, self.chunk_size, **kind)
+        kind["value_dim"] = self.value_head_dim  # d_v
         if self.window is None:
             return KVCache(*shape, self.context_length, **kind)
         return RollingKVCache(*shape, self.window, **kind)
@@ -593,6 +665,10 @@ class ModernAttention(nn.Module):
                 ("value_norm", self.v_norm is not None or None),
                 ("values_from_keys", self.values_from_keys or None),
                 ("kv_shared", self.kv_shared or None),
+                ("value_head_dim", self.value_head_dim
+                 if self.value_head_dim != self.head_dim else None),
+                ("value_scale", self.value_scale),
+                ("softplus_gate", self.softplus_gate),
             ) if value is not None
         ]
         return ", ".join([

@@ -72,9 +72,11 @@ class RollingKVCache:
         window: ``W``, the tokens kept.
         dtype: dtype of the stored keys and values (the layer's).
         device: device of the stored keys and values (the layer's).
+        value_dim: ``d_v``, the width of one value head, when it is not ``d_h``.
 
     Shapes:
-        ``keys``, ``values``: ``(B, H_kv, W, d_h)`` storage, oldest first;
+        ``keys``, ``values``: ``(B, H_kv, W, d_h)`` storage (values ``d_v`` wide),
+        oldest first;
         ``key_padding``: ``(B, W)`` bool, True = real token.
         ``append(keys, values, padding_mask=None)``: ``(B, H_kv, T, d_h)`` twice and
         ``(B, T)``; returns ``(B, H_kv, T_k, d_h)`` twice and ``(B, T_k)``.
@@ -93,19 +95,24 @@ class RollingKVCache:
         *,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
+        value_dim: int | None = None,
     ) -> None:
+        value_dim = head_dim if value_dim is None else value_dim
         for name, value in (
             ("batch_size", batch_size),
             ("num_heads", num_heads),
             ("head_dim", head_dim),
             ("window", window),  # no None here: a rolling cache needs a window
+            ("value_dim", value_dim),
         ):
             _check_size(name, value)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         shape = (batch_size, num_heads, window, head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)  # (B, H_kv, W, d_h)
-        self.values = torch.zeros_like(self.keys)  # (B, H_kv, W, d_h)
+        self.values = torch.zeros(
+            *shape[:3], value_dim, dtype=dtype, device=device
+        )  # (B, H_kv, W, d_v)
         self.key_padding = torch.ones(
             batch_size, window, dtype=torch.bool, device=device
         )  # (B, W), True = real token
@@ -127,7 +134,9 @@ class RollingKVCache:
         """Raise the errors ``KVCache`` raises for the same mistakes, before any tensor
         work; only the overflow has no counterpart (old tokens are dropped)."""
         batch, heads, _, head_dim = self.keys.shape
-        for name, tensor in (("keys", keys), ("values", values)):
+        value_dim = self.values.shape[-1]
+        for name, tensor, head_dim in (("keys", keys, head_dim),
+                                       ("values", values, value_dim)):
             if not isinstance(tensor, torch.Tensor):
                 raise TypeError(
                     f"{name} must be a torch.Tensor, got {type(tensor).__name__}"
@@ -143,10 +152,10 @@ class RollingKVCache:
                     f"{name} must be {self.keys.dtype} on {self.keys.device} like the "
                     f"cache, got {tensor.dtype} on {tensor.device}"
                 )
-        if keys.shape != values.shape:  # else the cache would hold unequal lengths
+        if keys.shape[:3] != values.shape[:3]:  # else unequal lengths would be held
             raise ValueError(
                 f"keys and values must have the same shape, got {tuple(keys.shape)} "
-                f"and {tuple(values.shape)}"
+                f"and {tuple(values.shape)} (only their head widths may differ)"
             )
         if padding_mask is None:
             return
@@ -175,11 +184,11 @@ class RollingKVCache:
             )  # (B, T)
         held = self.held
         keys = torch.cat((self.keys[:, :, :held], keys), dim=2)  # (B, H_kv, T_k, d_h)
-        values = torch.cat((self.values[:, :, :held], values), dim=2)  # same
+        values = torch.cat((self.values[:, :, :held], values), dim=2)  # (.., d_v)
         padding = torch.cat((self.key_padding[:, :held], padding_mask), 1)  # (B, T_k)
         keep = min(self.window, keys.shape[2])  # the last W tokens stay
         self.keys[:, :, :keep] = keys[:, :, -keep:]  # (B, H_kv, keep, d_h)
-        self.values[:, :, :keep] = values[:, :, -keep:]  # (B, H_kv, keep, d_h)
+        self.values[:, :, :keep] = values[:, :, -keep:]  # (B, H_kv, keep, d_v)
         self.key_padding[:, :keep] = padding[:, -keep:]  # (B, keep)
         self.held = keep
         self.length += num_new

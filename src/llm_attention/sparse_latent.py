@@ -25,13 +25,21 @@ grows with the square of its length, with a far smaller factor than attention's.
 ``SparseLatentCache`` holds the latent cache and the indexer's keys: ``d_c + d_r + d_I``
 numbers per token and layer (512 + 64 + 128 in DeepSeek-V3.2).
 
-``from_hf_config`` reads a DeepSeek-V3.2 config; ``from_hf_state_dict`` renames the
-weights of transformers' ``DeepseekV32Attention`` (its ``indexer`` included).
+GLM-5 runs the indexer on some layers only. A layer built with ``shared_topk=True`` has
+none: it attends over the tokens the last earlier indexer layer chose, handed over by
+a ``kv_sharing.SharedTopK`` passed as ``topk`` to both (the indexer layer records, the
+sharing layer reads); its cache is a plain ``LatentCache``. Called without one, it
+refuses. GLM-5's indexer also pairs neighbours in its rotary part
+(``index_rope_interleave``).
 
-Builds on ``latent.py``, ``lightning_indexer.py``, ``checks.py``, ``grouped_query.py``
-and ``hf_config.py`` of this package (and what they build on), imported relatively:
-copy them with this file, under any package name (its API page offers the set as one
-download). MIT licence: keep the first two lines of each file.
+``from_hf_config`` reads a DeepSeek-V3.2 or GLM-5 config; ``from_hf_state_dict``
+renames the weights of transformers' ``DeepseekV32Attention`` or ``GlmMoeDsaAttention``
+(its ``indexer`` included, where it has one).
+
+Builds on ``latent.py``, ``lightning_indexer.py``, ``kv_sharing.py``, ``checks.py``,
+``grouped_query.py`` and ``hf_config.py`` of this package (and what they build on),
+imported relatively: copy them with this file, under any package name (its API page
+offers the set as one download). MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from . import latent, lightning_indexer
 from .checks import check_flag, check_inputs, check_size
 from .grouped_query import attention_mask
 from .hf_config import rename_weights, sparse_latent_attention_options
+from .kv_sharing import SharedTopK
 from .latent import LatentAttention, LatentCache
 from .lightning_indexer import LightningIndexer, top_k_keys
 
@@ -57,6 +66,8 @@ def from_hf_state_dict(state_dict: dict, prefix: str = "") -> dict:
     indexer = {key: v for key, v in state_dict.items() if key.startswith(inner)}
     rest = {key: v for key, v in state_dict.items() if not key.startswith(inner)}
     renamed = latent.from_hf_state_dict(rest, prefix)
+    if not indexer:  # a GLM-5 layer that reuses an earlier layer's choice
+        return renamed
     names = lightning_indexer.HF_NAMES
     for key, tensor in rename_weights(indexer, inner, names, "an indexer").items():
         renamed[f"indexer.{key}"] = tensor
@@ -163,6 +174,10 @@ class SparseLatentAttention(LatentAttention):
             same result. It copies ``k`` rows per query, ``T k (d_c + d_r)``
             numbers at once: made for decoding, where ``T`` is 1; split a long
             prompt into pieces through the cache.
+        shared_topk: no indexer: attend over the tokens an earlier layer's
+            indexer chose, read from the ``SharedTopK`` passed as ``topk`` (GLM-5's
+            ``"shared"`` layers).
+        index_rope_interleave: the indexer's rotary part pairs neighbours (GLM-5).
         **latent_options: the other options of ``LatentAttention``
             (``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
             ``v_head_dim``, ``rope_scaling``, ``absorb``, ``fast_path``, ...).
@@ -170,8 +185,10 @@ class SparseLatentAttention(LatentAttention):
     Shapes:
         ``forward(x, padding_mask=None, *, cache=None)``: ``x`` ``(B, T, d_in)``,
         ``padding_mask`` ``(B, T)`` bool (True = real token), output
-        ``(B, T, d_out)``. With a ``SparseLatentCache``, ``x`` holds only the new
-        tokens, at positions ``cache.length..``.
+        ``(B, T, d_out)``. With a ``SparseLatentCache`` (a ``LatentCache`` for a
+        ``shared_topk`` layer), ``x`` holds only the new tokens, at positions
+        ``cache.length..``. ``topk``: a ``SharedTopK`` that an indexer layer fills
+        and a ``shared_topk`` layer reads (required there).
     """
 
     def __init__(
@@ -187,6 +204,8 @@ class SparseLatentAttention(LatentAttention):
         index_head_dim: int,
         index_topk: int,
         gathered: bool = False,
+        shared_topk: bool = False,
+        index_rope_interleave: bool = False,
         **latent_options: object,
     ) -> None:
         if q_lora_rank is None:
@@ -195,7 +214,13 @@ class SparseLatentAttention(LatentAttention):
                 "query bottleneck, got None"
             )
         check_size("index_topk", index_topk)
-        check_flag("gathered", gathered)
+        for name, flag in (("gathered", gathered), ("shared_topk", shared_topk),
+                           ("index_rope_interleave", index_rope_interleave)):
+            check_flag(name, flag)
+        if latent_options.get("temperature_tuning") is not None:
+            raise ValueError(
+                "temperature_tuning is not implemented for sparse latent attention"
+            )
         super().__init__(
             d_in, d_out, context_length, dropout, num_heads, q_lora_rank=q_lora_rank,
             **latent_options,
@@ -207,34 +232,32 @@ class SparseLatentAttention(LatentAttention):
                 f"{self.qk_rope_head_dim} (the indexer turns that many of its "
                 f"dimensions), got {index_head_dim}"
             )
-        self.indexer = LightningIndexer(
-            d_in, q_lora_rank, index_n_heads, index_head_dim, self.qk_rope_head_dim
+        self.indexer = None if shared_topk else LightningIndexer(
+            d_in, q_lora_rank, index_n_heads, index_head_dim, self.qk_rope_head_dim,
+            rope_interleave=index_rope_interleave,
         )
+        self.index_head_dim = index_head_dim  # d_I
+        self.shared_topk = shared_topk
         self.index_topk = index_topk  # k
         self.gathered = gathered  # may be switched later
 
     @classmethod
     def from_hf_config(cls, config, layer_idx: int = 0, **overrides):
-        """The attention of layer ``layer_idx`` of a DeepSeek-V3.2 config
-        (transformers object or ``config.json`` dict)."""
+        """The attention of layer ``layer_idx`` of a DeepSeek-V3.2 or GLM-5 config
+        (transformers object or ``config.json`` dict); a GLM-5 layer that reuses an
+        earlier layer's choice comes with ``shared_topk=True``
+        (``hf_config.topk_source_layer`` names that layer)."""
         return cls(**{**sparse_latent_attention_options(config, layer_idx),
                       **overrides})
 
     # --8<-- [start:forward]
-    def forward(self, x, padding_mask=None, *, cache=None):
+    def forward(self, x, padding_mask=None, *, cache=None, topk=None):
         """Attend over ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``."""
         for name in ("absorb", "fast_path", "gathered"):
             check_flag(name, getattr(self, name))
         weight = self.W_kv_down.weight
         check_inputs(x, padding_mask, weight.shape[1], self.context_length, weight)
-        start = 0
-        if cache is not None:
-            if not isinstance(cache, SparseLatentCache):
-                raise TypeError(
-                    "cache must be a SparseLatentCache or None, got "
-                    f"{type(cache).__name__}"
-                )
-            start = cache.length  # position of the first new token
+        start = self.check_handoff(cache, topk)  # position of the first new token
         b, num_tokens, _ = x.shape  # (B, T, d_in)
         if start + num_tokens > self.context_length:
             raise ValueError(
@@ -251,25 +274,33 @@ class SparseLatentAttention(LatentAttention):
         latent = self.latent_norm(latent)  # (B, T, d_c)
         rope_key = self.turn(rope_key.unsqueeze(1), start).squeeze(1)  # (B, T, d_r)
         cos, sin = self.rope.cos, self.rope.sin  # (T_max, d_r): the indexer's too
-        with torch.no_grad():  # the selection is not differentiable
-            index_key = self.indexer.keys(x, cos, sin, start)  # (B, T, d_I)
-        if cache is not None:  # held and new tokens
+        index_keys = None
+        if self.indexer is not None:
+            with torch.no_grad():  # the selection is not differentiable
+                index_keys = self.indexer.keys(x, cos, sin, start)  # (B, T, d_I)
+        if isinstance(cache, SparseLatentCache):  # held and new tokens
             entries, index_keys, padding_mask = cache.append(
-                latent, rope_key, index_key, padding_mask
+                latent, rope_key, index_keys, padding_mask
             )  # (B, T_k, d_c + d_r), (B, T_k, d_I), (B, T_k)
+        elif cache is not None:  # a shared_topk layer's LatentCache
+            entries, padding_mask = cache.append(latent, rope_key, padding_mask)
         else:
             entries = torch.cat((latent, rope_key), dim=-1)  # (B, T, d_c + d_r)
-            index_keys = index_key  # (B, T, d_I)
         num_keys = entries.shape[1]  # T_k
         mask_bool = attention_mask(
             start, num_tokens, start + num_tokens - num_keys, num_keys,
             key_padding=padding_mask, device=x.device,
         )  # (T, T_k) or (B, 1, T, T_k); True = hidden
-        with torch.no_grad():
-            index_scores = self.indexer.scores(
-                x, query_latent, index_keys, cos, sin, start
-            )  # (B, T, T_k)
-            selected = top_k_keys(index_scores, mask_bool, self.index_topk)  # (B,T,k)
+        if self.indexer is None:  # the choice of an earlier layer (GLM-5)
+            selected = topk.read(num_tokens, start, num_keys)  # (B, T, k)
+        else:
+            with torch.no_grad():
+                index_scores = self.indexer.scores(
+                    x, query_latent, index_keys, cos, sin, start
+                )  # (B, T, T_k)
+                selected = top_k_keys(index_scores, mask_bool, self.index_topk)
+            if topk is not None:  # for the layers that reuse it
+                topk.record(selected, start, num_keys)  # (B, T, k)
         if self.gathered:
             context_vec = self.attend_gathered(
                 q_nope, q_rope, entries, selected, mask_bool
@@ -312,12 +343,35 @@ class SparseLatentAttention(LatentAttention):
         return torch.einsum("bhtc,hvc->bhtv", mixed, w_uv)  # (B, H, T, d_v)
     # --8<-- [end:gathered]
 
-    def make_cache(self, batch_size: int) -> SparseLatentCache:
-        """An empty ``SparseLatentCache`` for this layer."""
+    def check_handoff(self, cache, topk) -> int:
+        """Check the cache and the ``SharedTopK`` this layer was given; return the
+        position of the first new token."""
+        if topk is not None and not isinstance(topk, SharedTopK):
+            raise TypeError(
+                f"topk must be a SharedTopK or None, got {type(topk).__name__}"
+            )
+        if self.shared_topk and topk is None:
+            raise TypeError(
+                "a layer with shared_topk=True attends over the tokens an earlier "
+                "layer's indexer chose: pass the SharedTopK (kv_sharing.py) that layer "
+                "was called with as topk, after it ran on the same tokens"
+            )
+        kind = LatentCache if self.shared_topk else SparseLatentCache
+        if cache is not None and not isinstance(cache, kind):
+            raise TypeError(
+                f"cache must be a {kind.__name__} or None, got {type(cache).__name__}"
+            )
+        return 0 if cache is None else cache.length
+
+    def make_cache(self, batch_size: int) -> SparseLatentCache | LatentCache:
+        """An empty ``SparseLatentCache`` for this layer (a ``LatentCache`` for a
+        ``shared_topk`` layer, which keeps no indexer keys)."""
         weight = self.W_kv_down.weight
+        if self.shared_topk:
+            return super().make_cache(batch_size)
         return SparseLatentCache(
             batch_size, self.kv_lora_rank, self.qk_rope_head_dim,
-            self.indexer.head_dim, self.context_length,
+            self.index_head_dim, self.context_length,
             dtype=weight.dtype, device=weight.device,
         )
 
@@ -325,6 +379,7 @@ class SparseLatentAttention(LatentAttention):
         return (
             f"{super().extra_repr()}, index_topk={self.index_topk}, "
             f"gathered={self.gathered}"
+            + (", shared_topk=True" if self.shared_topk else "")
         )
 
 
