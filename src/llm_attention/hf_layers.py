@@ -24,6 +24,8 @@ Kimi Linear's full layers,
 without rotary positions)
 sparse latent attention           ``SparseLatentAttention`` (``sparse_latent.py``,
 (DeepSeek-V3.2)                   DeepSeek Sparse Attention: an indexer's top-k)
+compressed attention              ``CompressedAttention``
+(DeepSeek-V4: sliding, CSA, HCA)  (``compressed_attention.py``)
 Gated DeltaNet (Qwen3-Next and    ``GatedDeltaNet`` (``linear_attention.py``)
 Qwen3.5's linear layers)
 Kimi Delta Attention (Kimi        ``KimiDeltaAttention``
@@ -42,18 +44,25 @@ module that silently computes something else.
 This module lives apart from ``hf_config.py`` because it imports every layer module:
 ``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
 
-Builds on ``hf_config.py``, ``latent.py``, ``linear_attention.py``, ``modern.py`` and
-``sparse_latent.py`` of this package (and what they build on), imported relatively: copy
-them with this file, under any package name (its API page offers the set as one
-download). MIT licence: keep the first two lines of each file.
+Builds on ``compressed_attention.py``, ``hf_config.py``, ``latent.py``,
+``linear_attention.py``, ``modern.py`` and ``sparse_latent.py`` of this package (and what
+they build on), imported relatively: copy them with this file, under any package name (its
+API page offers the set as one download). MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from . import latent, linear_attention, modern, sparse_latent
-from .hf_config import FAMILIES, SPARSE_LATENT_FAMILIES, config_dict, layer_type
+from . import compressed_attention, latent, linear_attention, modern, sparse_latent
+from .hf_config import (
+    COMPRESSED_FAMILIES,
+    COMPRESSED_KINDS,
+    FAMILIES,
+    SPARSE_LATENT_FAMILIES,
+    config_dict,
+    layer_type,
+)
 
 
 def _modern(config, layer_idx: int, overrides: dict) -> nn.Module:
@@ -66,6 +75,12 @@ def _latent(config, layer_idx: int, overrides: dict) -> nn.Module:
 
 def _sparse_latent(config, layer_idx: int, overrides: dict) -> nn.Module:
     return sparse_latent.SparseLatentAttention.from_hf_config(
+        config, layer_idx, **overrides
+    )
+
+
+def _compressed(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return compressed_attention.CompressedAttention.from_hf_config(
         config, layer_idx, **overrides
     )
 
@@ -113,6 +128,8 @@ BUILDERS = {
     **{(family, None): (_sparse_latent, _by_name(sparse_latent.from_hf_state_dict))
        for family in SPARSE_LATENT_FAMILIES},
     ("kimi_linear", "full_attention"): LATENT,
+    **{(family, kind): (_compressed, _by_name(compressed_attention.from_hf_state_dict))
+       for family in COMPRESSED_FAMILIES for kind in COMPRESSED_KINDS},
     ("qwen3_next", "linear_attention"): (_gated_delta_net, _linear_weights),
     ("qwen3_5_text", "linear_attention"): (_gated_delta_net, _linear_weights),
     ("kimi_linear", "linear_attention"): (_kimi_delta, _linear_weights),
