@@ -161,8 +161,9 @@ class CompressedAttention(nn.Module):
         rope_base: the rotary base of this kind of layer.
         rope_scaling: None, or a dict with ``rope_type`` and its parameters, as
             ``rope_scaling.rope_frequencies`` takes them (``yarn`` in the release).
-        index_n_heads, index_head_dim, index_topk: the indexer's ``H_I``, ``d_I`` and
-            ``k`` (CSA only).
+        index_n_heads: ``H_I``, the indexer's heads (CSA only).
+        index_head_dim: ``d_I``, their width and its entries' (CSA only).
+        index_topk: ``k``, the entries each query reads (CSA only).
         norm_eps: the epsilon of every RMSNorm.
         fast_path: attend through ``scaled_dot_product_attention`` (same result).
         gathered: CSA only: attend over each query's ``k`` entries copied out, not all
