@@ -45,9 +45,10 @@ This module lives apart from ``hf_config.py`` because it imports every layer mod
 ``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
 
 Builds on ``compressed_attention.py``, ``hf_config.py``, ``latent.py``,
-``linear_attention.py``, ``modern.py`` and ``sparse_latent.py`` of this package (and what
-they build on), imported relatively: copy them with this file, under any package name (its
-API page offers the set as one download). MIT licence: keep the first two lines of each file.
+``linear_attention.py``, ``modern.py`` and ``sparse_latent.py`` of this package (and
+what they build on), imported relatively: copy them with this file, under any package
+name (its API page offers the set as one download). MIT licence: keep the first two
+lines of each file.
 """
 
 from __future__ import annotations

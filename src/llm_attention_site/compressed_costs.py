@@ -8,7 +8,8 @@ the published configs.
 ``config.json`` that their attention reads, under the file's names, in the shape of
 ``families.PUBLISHED`` (name -> (source, fields)). The Hub was not reachable: the values
 were read from copies of DeepSeek's files that others published in their own
-repositories (two of Flash's, which agree; one of Pro's), and checked against
+repositories (two whole copies of Flash's and one of Pro's; excerpts of Pro's in others
+agree), and checked against
 transformers 5.23's ``DeepseekV4Config`` (its defaults are Flash's sizes; its docstrings
 give Pro's heads, groups, rank and width, and its default ``layer_types`` Pro's
 pattern). The source line says so. DeepSeek-V3.2's side is
