@@ -370,3 +370,28 @@ def test_weights_are_renamed_and_others_refused():
                             "indexer.compressor.position_bias", "sinks"}
     with pytest.raises(ValueError, match="not a weight of a DeepSeek-V4 attention layer"):
         from_hf_state_dict({"self_attn.wq_a.weight": layer.sinks}, "self_attn.")
+
+
+def test_the_cost_count_holds_what_the_cache_holds():
+    """compressed_costs counts, per layer, the entries and indexer entries our cache holds
+    after T tokens, and the window a step reads (the W - 1 held and the new token); its V3.2
+    side is the family table's latent row."""
+    from llm_attention_site.compressed_costs import headline, layer_cache
+    from llm_attention_site.families import latent_row
+
+    x = torch.randn(1, T, 16)
+    for kind in KINDS:
+        layer = small(kind)
+        cache = layer.make_cache(1)
+        with torch.no_grad():
+            layer(x, cache=cache)
+        options = dict(head_dim=12, rope_head_dim=6, window=4, layer_type=kind,
+                       **KINDS[kind])
+        counted = layer_cache(options, T)
+        assert counted["rotary"] + counted["other"] == (
+            (cache.window.shape[1] + 1) * 12
+            + (cache.pools["compressor"].entries.numel() if cache.pools else 0))
+        indexer = cache.pools.get("indexer")
+        assert counted["indexer"] == (indexer.entries.numel() if indexer else 0)
+    v32 = headline()["DeepSeek-V3.2"]
+    assert v32["cache_bytes_per_token"] == latent_row("DeepSeek-V3.2")["bytes_per_token"]
