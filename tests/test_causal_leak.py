@@ -70,6 +70,9 @@ REGISTRY = {
     "LatentAttention": (lambda **kw: latent_layer(**kw), embeddings),
     "SparseLatentAttention": (lambda **kw: sparse_latent_layer(**kw), embeddings),
     "LightningIndexer": "not attention: it scores keys for SparseLatentAttention, which is checked with it",
+    "CompressedAttention": (lambda **kw: compressed_layer(**kw), embeddings),
+    "Compressor": "not attention: it pools closed windows for CompressedAttention, which is checked with it",
+    "CompressedIndexer": "not attention: it scores entries for CompressedAttention, which is checked with it",
     "ModernAttention": (  # a window shorter than the sequence, QK-norm and RoPE all on
         lambda **kw: _c("modern", "ModernAttention")(
             D_IN, 8, CONTEXT, 0.0, 4, 2, window=3, qk_norm=True, **kw
@@ -237,6 +240,35 @@ def test_sparse_latent_attention_forms_do_not_leak(form, fast_path, mode):
     torch.manual_seed(0)
     module = sparse_latent_layer(fast_path=fast_path, gathered=form == "gathered",
                                  absorb=form == "masked-absorbed")
+    module.train(mode == "train")
+    assert_no_leak(module, embeddings)
+
+
+def compressed_layer(kind="compressed_sparse_attention", **kw):
+    """DeepSeek-V4's attention: a window of 3; entries of 2 tokens (CSA: the top 2 of up to 3,
+    over overlapping windows); every weight off its starting value."""
+    rate = {"sliding_attention": None, "heavily_compressed_attention": 2}.get(kind, 2)
+    indexer = dict(index_n_heads=2, index_head_dim=4, index_topk=2) if (
+        kind == "compressed_sparse_attention") else {}
+    module = _c("compressed_attention", "CompressedAttention")(
+        D_IN, 8, CONTEXT, 0.0, 2, head_dim=4, q_lora_rank=5, o_groups=2, o_lora_rank=3,
+        window=3, layer_type=kind, compress_rate=rate, rope_head_dim=2, **indexer, **kw
+    )
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.normal_(0.0, 0.5)
+    return module
+
+
+@pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("kind", ["sliding_attention", "heavily_compressed_attention",
+                                  "compressed_sparse_attention", "gathered"])
+def test_every_kind_of_compressed_attention_does_not_leak(kind, fast_path, mode):
+    torch.manual_seed(0)
+    gathered = kind == "gathered"
+    module = compressed_layer("compressed_sparse_attention" if gathered else kind,
+                              fast_path=fast_path, gathered=gathered)
     module.train(mode == "train")
     assert_no_leak(module, embeddings)
 

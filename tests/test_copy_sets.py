@@ -165,6 +165,33 @@ EXAMPLES = {
         layer.gathered = True
         result = (layer(x, padding), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
     """,
+    "compressor.py": """
+        pool = m.Compressor(16, 8, 3, overlap=True).eval()
+        with torch.no_grad():
+            for parameter in pool.parameters():
+                parameter.normal_(0.0, 0.3)
+            x = torch.randn(2, 10, 16)
+            entries, count, state = pool.pool(x, torch.tensor([0, -3]), torch.tensor([0.5, 0.1]))
+        angles = m.rotary_angles(torch.arange(10), torch.tensor([0.5]))
+        result = (entries, count, state.stream, m.rotate_pairs(x, *angles))
+    """,
+    "compressed_attention.py": """
+        layer = m.CompressedAttention(
+            16, 16, 32, 0.0, 4, head_dim=8, q_lora_rank=8, o_groups=2, o_lora_rank=4, window=3,
+            layer_type="compressed_sparse_attention", compress_rate=2, rope_head_dim=4,
+            index_n_heads=2, index_head_dim=4, index_topk=2).eval()
+        x = torch.randn(2, 7, 16)
+        padding = torch.ones(2, 7, dtype=torch.bool)
+        padding[1, :2] = False
+        with torch.no_grad():
+            for parameter in layer.parameters():
+                parameter.normal_(0.0, 0.3)
+            cache = layer.make_cache(2)
+            steps = [layer(x[:, :4], padding[:, :4], cache=cache)]
+            steps += [layer(x[:, t : t + 1], cache=cache) for t in (4, 5, 6)]
+            layer.gathered = True
+            result = (layer(x, padding), torch.cat(steps, dim=1), torch.tensor(cache.nbytes))
+    """,
     "hf_layers.py": """
         config = dict(
             model_type="gemma2", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

@@ -60,6 +60,10 @@ earlier layer's choice; ``topk_source_layer`` names that layer).
 ``BlockSparseAttention`` (``block_sparse.py``) for MiniMax-M3's sparse layers
 (``minimax_m3_sparse``).
 
+``compressed_attention_options(config, layer_idx)`` gives the options of
+``CompressedAttention`` (``compressed_attention.py``) from a DeepSeek-V4 config
+(``deepseek_v4``): sliding, compressed sparse or heavily compressed layers.
+
 ``linear_attention_options(config, layer_idx)`` gives the options of
 ``GatedDeltaNet`` (``qwen3_next``, ``qwen3_5_text``) or ``KimiDeltaAttention``
 (``kimi_linear``), in ``linear_attention.py``, for a linear-attention layer.
@@ -185,6 +189,8 @@ def layer_type(values: dict, layer_idx: int) -> str:
         raise ValueError(
             f"layer_idx={layer_idx} is beyond the config's {num_layers} layers"
         )
+    if family == "deepseek_v4" and not values.get("layer_types"):
+        return deepseek_v4_layer_types(values)[layer_idx]
     if values.get("layer_types"):
         kinds = values["layer_types"]
         if family == "gemma4_text" and layer_idx == len(kinds) - 1:
@@ -746,3 +752,119 @@ def linear_attention_options(config: object, layer_idx: int = 0) -> dict:
         conv_kernel=flat.get("linear_conv_kernel_dim") or 4,
     )
 # --8<-- [end:linear]
+
+
+COMPRESSED_FAMILIES = ("deepseek_v4",)
+COMPRESSED_KINDS = (
+    "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+)
+# config.json's compress_ratios: each layer's rate, read as transformers reads it
+V4_RATIO_KINDS = {0: "sliding_attention", 4: "compressed_sparse_attention",
+                  128: "heavily_compressed_attention"}
+# transformers' DeepseekV4Config defaults, for the fields a config.json may leave out
+V4_DEFAULTS = dict(
+    head_dim=512, q_lora_rank=1024, o_groups=8, o_lora_rank=1024, sliding_window=128,
+    index_n_heads=64, index_head_dim=128, index_topk=512, rms_norm_eps=1e-6,
+    rope_theta=10000.0, compress_rope_theta=160000.0, max_position_embeddings=1048576,
+    partial_rotary_factor=64 / 512,
+)
+
+
+def deepseek_v4_layer_types(values: dict) -> list:
+    """DeepSeek-V4's layer kinds when a config gives no ``layer_types``: from
+    ``compress_ratios`` (0, 4, 128 per layer; a config.json lists the multi-token
+    prediction layer too), else transformers' default (two HCA, then CSA and HCA by
+    turns)."""
+    count = values["num_hidden_layers"]
+    ratios = values.get("compress_ratios")
+    if ratios is None:
+        return (["heavily_compressed_attention"] * min(count, 2) + [
+            "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention"
+            for i in range(max(count - 2, 0))])
+    unknown = sorted({r for r in ratios[:count] if r not in V4_RATIO_KINDS})
+    if unknown:
+        raise ValueError(f"compress_ratios {unknown} are not implemented; expected "
+                         f"{', '.join(map(str, V4_RATIO_KINDS))} per layer")
+    return [V4_RATIO_KINDS[r] for r in ratios[:count]]
+
+
+def deepseek_v4_rope(values: dict) -> dict:
+    """``{"main": ..., "compress": ...}``: the rotary settings of sliding and of
+    compressed layers, folded from a config.json's ``rope_theta``,
+    ``compress_rope_theta`` and ``rope_scaling`` as transformers folds them (YaRN's
+    attention factor held at 1.0), or a config object's as they are."""
+    params = values.get("rope_parameters") or values.get("rope_scaling") or {}
+    main, compress = params.get("main"), params.get("compress")
+    if isinstance(main, dict) and isinstance(compress, dict):  # a config object's
+        return {"main": main, "compress": compress}
+    partial = values.get("partial_rotary_factor")
+    if partial is None:
+        rope_dim = values.get("qk_rope_head_dim")
+        head_dim = values.get("head_dim") or V4_DEFAULTS["head_dim"]
+        partial = (rope_dim / head_dim if rope_dim is not None
+                   else V4_DEFAULTS["partial_rotary_factor"])
+    main = {"rope_type": "default", "partial_rotary_factor": partial,
+            "rope_theta": values.get("rope_theta") or V4_DEFAULTS["rope_theta"]}
+    compress = {key: value for key, value in params.items()
+                if key not in ("main", "compress", "rope_theta")}
+    base = values.get("compress_rope_theta") or V4_DEFAULTS["compress_rope_theta"]
+    compress.update(rope_theta=base, partial_rotary_factor=partial)
+    kind = compress.pop("rope_type", None) or compress.pop("type", None) or "default"
+    compress.pop("type", None)
+    compress["rope_type"] = kind
+    if kind == "yarn":
+        compress.setdefault("attention_factor", 1.0)
+    return {"main": main, "compress": compress}
+
+
+# --8<-- [start:compressed]
+def compressed_attention_options(config: object, layer_idx: int = 0) -> dict:
+    """The keyword arguments of ``CompressedAttention`` for layer ``layer_idx`` of a
+    DeepSeek-V4 config (a transformers object or a ``config.json`` dict)."""
+    values = config_dict(config)
+    family = values.get("model_type")
+    if family not in COMPRESSED_FAMILIES:
+        raise ValueError(f"model_type {family!r} has no compressed attention here; "
+                         f"expected one of {', '.join(COMPRESSED_FAMILIES)}")
+    kind = layer_type(values, layer_idx)
+    if kind not in COMPRESSED_KINDS:
+        raise ValueError(f"layer {layer_idx} of {family!r} is a {kind!r} layer; "
+                         f"expected one of {', '.join(COMPRESSED_KINDS)}")
+    for name, allowed in (("num_key_value_heads", (None, 1)),
+                          ("attention_bias", (None, False))):
+        if values.get(name) not in allowed:
+            raise ValueError(
+                f"{name}={values[name]!r} is not implemented: DeepSeek-V4's attention "
+                "has one shared key-value head and no biases (transformers builds it "
+                "so whatever the config says)")
+    v = {**V4_DEFAULTS, **values}  # transformers' defaults for the fields not given
+    if not v["sliding_window"]:
+        raise ValueError("sliding_window must be a positive int: every DeepSeek-V4 "
+                         f"layer attends over a window, got "
+                         f"{values['sliding_window']!r}")
+    rope = deepseek_v4_rope(values)
+    label = "main" if kind == "sliding_attention" else "compress"
+    options = rope_options({"model_type": family, "rope_parameters": rope}, label)
+    partial = options.pop("partial_rotary_factor")
+    rope_dim = int(v["head_dim"] * partial)  # truncated, as transformers does
+    rates = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128,
+             **(values.get("compress_rates") or {})}
+    for short, long in (("compress_rate_csa", "compressed_sparse_attention"),
+                        ("compress_rate_hca", "heavily_compressed_attention")):
+        if values.get(short) is not None:  # older configs' names
+            rates[long] = values[short]
+    width = v["hidden_size"]
+    options.update(
+        d_in=width, d_out=width, context_length=v["max_position_embeddings"],
+        dropout=float(v.get("attention_dropout", 0.0) or 0.0),
+        num_heads=v["num_attention_heads"], head_dim=v["head_dim"],
+        q_lora_rank=v["q_lora_rank"], o_groups=v["o_groups"],
+        o_lora_rank=v["o_lora_rank"], window=v["sliding_window"], layer_type=kind,
+        compress_rate=rates.get(kind), rope_head_dim=rope_dim,
+        norm_eps=v["rms_norm_eps"],
+    )
+    if kind == "compressed_sparse_attention":
+        options.update(index_n_heads=v["index_n_heads"],
+                       index_head_dim=v["index_head_dim"], index_topk=v["index_topk"])
+    return options
+# --8<-- [end:compressed]

@@ -30,6 +30,8 @@ sparse latent attention           ``SparseLatentAttention`` (``sparse_latent.py`
 (DeepSeek-V3.2, GLM-5)            DeepSeek Sparse Attention: an indexer's top-k)
 block-sparse attention            ``BlockSparseAttention`` (``block_sparse.py``:
 (MiniMax-M3's sparse layers)      an indexer's top blocks of keys)
+compressed attention              ``CompressedAttention``
+(DeepSeek-V4: sliding, CSA, HCA)  (``compressed_attention.py``)
 Gated DeltaNet (Qwen3-Next and    ``GatedDeltaNet`` (``linear_attention.py``)
 Qwen3.5's linear layers)
 Kimi Delta Attention (Kimi        ``KimiDeltaAttention``
@@ -51,19 +53,29 @@ module that silently computes something else.
 This module lives apart from ``hf_config.py`` because it imports every layer module:
 ``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
 
-Builds on ``block_sparse.py``, ``hf_config.py``, ``latent.py``, ``linear_attention.py``,
-``modern.py``, ``multihead.py`` and ``sparse_latent.py`` of this package (and what they
-build on),
-imported relatively: copy them with this file, under any package name (its API page
-offers the set as one download). MIT licence: keep the first two lines of each file.
+Builds on ``block_sparse.py``, ``compressed_attention.py``, ``hf_config.py``,
+``latent.py``, ``linear_attention.py``, ``modern.py``, ``multihead.py`` and
+``sparse_latent.py`` of this package (and what they build on), imported relatively: copy
+them with this file, under any package name (its API page offers the set as one
+download). MIT licence: keep the first two lines of each file.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from . import block_sparse, latent, linear_attention, modern, multihead, sparse_latent
-from .hf_config import FAMILIES, SPARSE_LATENT_FAMILIES, config_dict, layer_type
+from . import (
+    block_sparse, compressed_attention, latent, linear_attention, modern, multihead,
+    sparse_latent,
+)
+from .hf_config import (
+    COMPRESSED_FAMILIES,
+    COMPRESSED_KINDS,
+    FAMILIES,
+    SPARSE_LATENT_FAMILIES,
+    config_dict,
+    layer_type,
+)
 
 
 def _gpt2(config, layer_idx: int, overrides: dict) -> nn.Module:
@@ -129,6 +141,12 @@ def _block_sparse(config, layer_idx: int, overrides: dict) -> nn.Module:
     )
 
 
+def _compressed(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return compressed_attention.CompressedAttention.from_hf_config(
+        config, layer_idx, **overrides
+    )
+
+
 def _linear(overrides: dict) -> dict:
     """A linear layer reads any number of tokens: a ``context_length`` given for the
     whole model applies to its softmax layers only."""
@@ -176,6 +194,8 @@ BUILDERS = {
     **{(family, None): (_sparse_latent, _by_name(sparse_latent.from_hf_state_dict))
        for family in SPARSE_LATENT_FAMILIES},
     ("kimi_linear", "full_attention"): LATENT,
+    **{(family, kind): (_compressed, _by_name(compressed_attention.from_hf_state_dict))
+       for family in COMPRESSED_FAMILIES for kind in COMPRESSED_KINDS},
     ("qwen3_next", "linear_attention"): (_gated_delta_net, _linear_weights),
     ("qwen3_5_text", "linear_attention"): (_gated_delta_net, _linear_weights),
     ("kimi_linear", "linear_attention"): (_kimi_delta, _linear_weights),

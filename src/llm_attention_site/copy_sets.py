@@ -39,7 +39,7 @@ READING_ORDER = (
     "induction.py", "grouped_query.py", "rope.py", "sliding_window.py", "modern.py",
     "rope_scaling.py", "attention_variants.py", "hf_config.py", "chunked.py",
     "kv_sharing.py", "latent.py", "lightning_indexer.py", "sparse_latent.py",
-    "block_sparse.py",
+    "block_sparse.py", "compressor.py", "compressed_attention.py",
     "delta_rule.py", "delta_cache.py", "linear_attention.py", "hf_layers.py",
     "ring_attention.py",
 )
