@@ -377,7 +377,7 @@ def test_the_cost_count_holds_what_the_cache_holds():
     after T tokens, and the window a step reads (the W - 1 held and the new token); its V3.2
     side is the family table's latent row."""
     from llm_attention_site.compressed_costs import headline, layer_cache
-    from llm_attention_site.families import latent_row
+    from llm_attention_site.family_rows import latent_row
 
     x = torch.randn(1, T, 16)
     for kind in KINDS:

@@ -118,3 +118,21 @@ def test_the_batch_has_unpadded_and_padded_rows_and_calls_that_cover_it():
     for split, sizes in parity.SPLITS.items():
         assert sum(sizes) == parity.T, split
     assert torch.equal(parity.real_tokens(False), torch.ones(parity.B, parity.T, dtype=torch.bool))
+
+
+PROMPT_ALONE = [key for key, family in FAMILIES.items() if family.padded_rows == "prompt alone"]
+
+
+@pytest.mark.parametrize(
+    "key", [pytest.param(k, marks=_group(k), id=k) for k in PROMPT_ALONE])
+def test_where_the_prompt_alone_is_the_reference_transformers_padded_rows_leak(key):
+    """The table compares these families' left-padded rows with transformers run on each
+    row's prompt alone: its own padded rows differ from that (its layers pool or score the
+    padding), so they cannot serve. Ours equal the prompt alone (the parity above)."""
+    alone = parity.reference_run(key, None, "one pass", True)[0]
+    ids, mask = parity.inputs(True)
+    batched = parity.record(key, ids, mask)
+    real = parity.real_tokens(True)
+    moved = max((batched[at]["output"] - alone[at]["output"])[real].abs().max().item()
+                for at in batched)
+    assert moved > parity.REACH

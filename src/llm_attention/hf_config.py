@@ -666,7 +666,9 @@ def _latent_options(values: dict, layer_idx: int) -> dict:
         qk_rope_head_dim=values["qk_rope_head_dim"], v_head_dim=values["v_head_dim"],
         bias=bool(values.get("attention_bias", False)),
         rope_interleave=True if interleave is None else bool(interleave),
-        norm_eps=values.get("rms_norm_eps", 1e-6), **rope,
+        # transformers builds the query's and the latent's norms with its RMSNorm's
+        # default epsilon, whatever rms_norm_eps says (that one is the blocks')
+        norm_eps=1e-6, **rope,
     )
 # --8<-- [end:latent]
 

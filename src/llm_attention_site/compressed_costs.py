@@ -54,7 +54,8 @@ from __future__ import annotations
 
 from llm_attention.hf_config import compressed_attention_options, config_dict
 
-from .families import BYTES_PER_NUMBER
+from .families import FAMILIES
+from .family_rows import BYTES_PER_NUMBER
 from .sparse_costs import DEEPSEEK_V32, per_key
 
 ONE_MILLION = 2**20  # max_position_embeddings of both V4 models: 1,048,576 tokens
@@ -62,8 +63,6 @@ REPORT = {  # DeepSeek-V4's report, at 1M tokens, as fractions of DeepSeek-V3.2'
     "DeepSeek-V4-Pro": dict(flops=0.27, cache=0.10),
     "DeepSeek-V4-Flash": dict(flops=0.10, cache=0.07),
 }
-V4_YARN = {"beta_fast": 32, "beta_slow": 1, "factor": 16,
-           "original_max_position_embeddings": 65536, "type": "yarn"}
 
 # A what-if, not read from the report here: bytes per number of each cache part in the
 # formats others describe for DeepSeek's serving (V3.2: FlashMLA's FP8 latent beside a
@@ -75,65 +74,10 @@ STORED_WIDTHS = {
     "DeepSeek-V4-Flash": dict(rotary=2, other=1, indexer=0.5),
 }
 
-# --8<-- [start:published]
 # name -> (source, the config.json fields DeepSeek-V4's attention reads).
 # compress_ratios lists one rate per layer (0: sliding, 4: CSA, 128: HCA) and one more
 # for the multi-token prediction layer, which transformers does not build.
-PUBLISHED_V4 = {
-    "DeepSeek-V4-Flash": (
-        "deepseek-ai/DeepSeek-V4-Flash/config.json, as copied by others",
-        dict(
-            model_type="deepseek_v4",
-            hidden_size=4096,
-            num_hidden_layers=43,
-            num_attention_heads=64,
-            num_key_value_heads=1,
-            head_dim=512,
-            q_lora_rank=1024,
-            qk_rope_head_dim=64,
-            o_groups=8,
-            o_lora_rank=1024,
-            sliding_window=128,
-            compress_ratios=[0, 0] + [4, 128] * 20 + [4, 0],
-            index_n_heads=64,
-            index_head_dim=128,
-            index_topk=512,
-            rope_theta=10000,
-            compress_rope_theta=160000,
-            rope_scaling=V4_YARN,
-            max_position_embeddings=1048576,
-            rms_norm_eps=1e-06,
-            attention_bias=False,
-        ),
-    ),
-    "DeepSeek-V4-Pro": (
-        "deepseek-ai/DeepSeek-V4-Pro/config.json, as copied by others",
-        dict(
-            model_type="deepseek_v4",
-            hidden_size=7168,
-            num_hidden_layers=61,
-            num_attention_heads=128,
-            num_key_value_heads=1,
-            head_dim=512,
-            q_lora_rank=1536,
-            qk_rope_head_dim=64,
-            o_groups=16,
-            o_lora_rank=1024,
-            sliding_window=128,
-            compress_ratios=[128, 128] + [4, 128] * 29 + [4, 0],
-            index_n_heads=64,
-            index_head_dim=128,
-            index_topk=1024,
-            rope_theta=10000,
-            compress_rope_theta=160000,
-            rope_scaling=V4_YARN,
-            max_position_embeddings=1048576,
-            rms_norm_eps=1e-06,
-            attention_bias=False,
-        ),
-    ),
-}
-# --8<-- [end:published]
+PUBLISHED_V4 = FAMILIES["deepseek_v4"].published  # the family table's
 
 
 def layer_cache(options: dict, num_tokens: int) -> dict:

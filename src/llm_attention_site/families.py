@@ -24,11 +24,15 @@ module: the edits use transformers' module names.
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+
+from . import switches
+from .switches import (
+    fill, identity_conv, open_output_gate, own_values, replace, set_attribute,
+)
 
 VOCAB = 50  # tiny models' vocabulary
 
@@ -39,13 +43,15 @@ class Change:
     built, then ``edit(model)`` on the built model (weights already set). As a
     mechanism's switch, ``layers`` names the layers whose output must move when it is
     dropped (indices, or kinds such as ``"sliding_attention"``; None: every layer with
-    a token mixer). As a variant, ``ties`` says that it leaves choices to
+    a token mixer); ``patch(model)``, a context manager the model's runs go through
+    (a change to transformers' code or to weights, undone after). As a variant, ``ties`` says that it leaves choices to
     ``torch.topk``'s tie-breaking, which differs with the shape of the call: the
     variant is compared with transformers call for call, not decoding against one
     pass."""
 
     config: dict = field(default_factory=dict)
     edit: Callable | None = None
+    patch: Callable | None = None  # model -> context manager, around the model's runs
     layers: tuple | None = None
     ties: bool = False
 
@@ -63,90 +69,14 @@ class Family:
     tables: tuple = ()  # the at-a-glance tables it appears in
     variants: dict = field(default_factory=dict)  # name -> Change, proven as well
     init: dict = field(default_factory=dict)  # parameter pattern -> initialiser
-
-
-# --- edits of a built transformers model (names are transformers' own) ---------------
-
-
-def fill(pattern: str, value: float) -> Callable:
-    """Set every parameter whose name matches ``pattern`` to ``value``."""
-
-    def edit(model) -> None:
-        with torch.no_grad():
-            for name, parameter in model.named_parameters():
-                if fnmatch.fnmatchcase(name, pattern):
-                    parameter.fill_(value)
-
-    return edit
-
-
-def replace(pattern: str, make: Callable = lambda old: torch.nn.Identity()) -> Callable:
-    """Replace every submodule whose name matches ``pattern`` by ``make(old)``."""
-
-    def edit(model) -> None:
-        for name, module in list(model.named_modules()):
-            if fnmatch.fnmatchcase(name, pattern):
-                parent_name, _, child = name.rpartition(".")
-                setattr(model.get_submodule(parent_name), child, make(module))
-
-    return edit
-
-
-def set_attribute(pattern: str, **values) -> Callable:
-    """Set attributes of every submodule whose name matches ``pattern``."""
-
-    def edit(model) -> None:
-        for name, module in model.named_modules():
-            if fnmatch.fnmatchcase(name, pattern):
-                for attribute, value in values.items():
-                    setattr(module, attribute, value)
-
-    return edit
-
-
-def open_output_gate(head_dim: int) -> Callable:
-    """Qwen3-Next's gated attention: its query projection's second half of each head
-    is the gate; forced to +30, ``sigmoid`` of it is 1 to 1e-13: no gate."""
-
-    def hook(module, args, output):
-        heads = output.view(*output.shape[:-1], -1, 2 * head_dim)  # (B, T, H, 2 d_h)
-        heads[..., head_dim:] = 30.0
-        return output
-
-    def edit(model) -> None:
-        for name, module in model.named_modules():
-            if name.endswith("self_attn.q_proj"):
-                module.register_forward_hook(hook)
-
-    return edit
-
-
-def identity_conv(model) -> None:
-    """Short causal convolutions that pass each channel through unchanged."""
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if fnmatch.fnmatchcase(name, "*conv1d.weight") or fnmatch.fnmatchcase(
-                name, "*_conv1d.weight"
-            ):
-                parameter.zero_()
-                parameter[..., -1] = 1.0  # the current token's tap
-
-
-def own_values(pattern: str, width: int) -> Callable:
-    """Give attention modules matching ``pattern`` a value projection of their own
-    (``width`` to ``width``, seeded) where their values were their keys."""
-
-    def edit(model) -> None:
-        generator = torch.Generator().manual_seed(7)
-        for name, module in model.named_modules():
-            if fnmatch.fnmatchcase(name, pattern):
-                projection = torch.nn.Linear(width, width, bias=False)
-                with torch.no_grad():
-                    projection.weight.copy_(
-                        torch.randn(width, width, generator=generator) * 0.2)
-                module.v_proj = projection
-
-    return edit
+    model_class: str | None = None  # transformers' class, where Auto has none
+    # "reference": a left-padded row is compared with transformers' own padded row;
+    # "prompt alone": with transformers run on the row's prompt alone, where its padded
+    # rows differ from that (its compressors and indexers pool the padding)
+    padded_rows: str = "reference"
+    # "slots": positions count every slot, padding included, as a plain model call does;
+    # "from first real token": as ``generate`` passes them (the family's layers read them)
+    positions: str = "slots"
 
 
 def rope_default(theta: float) -> Change:
@@ -193,6 +123,26 @@ GEMMA4_ROPE = {  # Gemma 4's rotary: each kind of layer its own
 # Norms that scale by (1 + w) (Gemma 2 and 3, Qwen3-Next, Qwen3.5): w around 0, so
 # that queries and keys keep the sizes the default draw gives other families
 ONE_PLUS_W_NORMS = {"*norm*": lambda p: p.uniform_(-0.5, 0.5)}
+SMALL_2026 = dict(vocab_size=64, hidden_size=32, intermediate_size=32,
+                  max_position_embeddings=16)
+M3_ROPE = dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.5)
+MISTRAL4_ROPE = dict(  # YaRN over 4 positions, the query scale growing every 4
+    type="yarn", rope_theta=10000.0, factor=4.0, original_max_position_embeddings=4,
+    beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0,
+    llama_4_scaling_beta=0.5)
+MIMO_ROPE = {kind: dict(rope_type="default", rope_theta=theta, partial_rotary_factor=0.334)
+             for kind, theta in (("full_attention", 5e6), ("sliding_attention", 1e4))}
+LAGUNA_ROPE = {  # Laguna XS.2.1's kinds: YaRN on half of each head of the full layers
+    "full_attention": dict(rope_type="yarn", rope_theta=5e5, factor=4.0,
+                           original_max_position_embeddings=4, beta_fast=64.0,
+                           beta_slow=1.0, attention_factor=1.35,
+                           partial_rotary_factor=0.5),
+    "sliding_attention": dict(rope_type="default", rope_theta=1e4,
+                              partial_rotary_factor=1.0),
+}
+V4_YARN = {"beta_fast": 32, "beta_slow": 1, "factor": 16,
+           "original_max_position_embeddings": 65536, "type": "yarn"}
+CSA_KIND, HCA_KIND = "compressed_sparse_attention", "heavily_compressed_attention"
 SLIDING = ("sliding_attention",)
 FULL = ("full_attention",)
 LINEAR_LAYERS = ("linear_attention",)
@@ -837,6 +787,294 @@ _FAMILIES = [
             ),
         },
         tables=("latent",),
+    ),
+    Family(
+        key="glm5",
+        title="GLM-5",
+        page="modern/sparse-attention.md",
+        tiny=dict(  # layer 1 reuses layer 0's top-k; 16 indexer heads: no ReLU ties at 0
+            model_type="glm_moe_dsa", **SMALL_2026, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=4, n_routed_experts=2,
+            num_experts_per_tok=1, moe_intermediate_size=16, first_k_dense_replace=3,
+            q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8,
+            v_head_dim=8, index_topk=4, index_head_dim=16, index_n_heads=16,
+            indexer_types=["full", "shared", "full"],
+        ),
+        mechanisms={
+            "top-k": Change(config=dict(index_topk=64), layers=(0, 2)),
+            "shared top-k": Change(patch=switches.glm_dense_shared_layers, layers=(1,)),
+            "indexer's neighbour pairs": Change(patch=switches.glm_indexer_halves,
+                                                layers=(0, 2)),
+        },
+        published={
+            "GLM-5.3": (
+                "zai-org/GLM-5.3/config.json, as copied by others (TorchMoE/MoE-Infinity "
+                "tests/fixtures/glm_5_3/config.json)",
+                dict(
+                    model_type="glm_moe_dsa", hidden_size=6144, num_hidden_layers=78,
+                    num_attention_heads=64, num_key_value_heads=64, q_lora_rank=2048,
+                    kv_lora_rank=512, qk_nope_head_dim=192, qk_rope_head_dim=64,
+                    v_head_dim=256, head_dim=192, index_topk=2048, index_n_heads=32,
+                    index_head_dim=128, index_topk_freq=4, index_skip_topk_offset=3,
+                    index_topk_pattern=None, indexer_rope_interleave=True,
+                    indexer_types=["full"] * 3 + ["shared", "shared", "shared", "full"] * 18
+                    + ["shared"] * 3,
+                    max_position_embeddings=1048576, rms_norm_eps=1e-5,
+                    rope_interleave=True,
+                    rope_parameters={"rope_theta": 8000000, "rope_type": "default"},
+                    attention_bias=False, attention_dropout=0.0,
+                ),
+            ),
+        },
+    ),
+    Family(
+        key="minimax_m3",
+        title="MiniMax-M3",
+        page="modern/sparse-attention.md",
+        tiny=dict(  # blocks of 3 keys, the top 2 and the local one
+            model_type="minimax_m3_vl_text", **SMALL_2026, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, num_local_experts=2,
+            num_experts_per_tok=1, dense_intermediate_size=32,
+            shared_intermediate_size=16, head_dim=16, index_head_dim=16, index_n_heads=2,
+            index_block_size=3, index_topk_blocks=2, index_local_blocks=1,
+            layer_types=["full_attention", "minimax_m3_sparse", "minimax_m3_sparse"],
+            rope_parameters=M3_ROPE,
+        ),
+        mechanisms={
+            "top blocks": Change(config=dict(index_topk_blocks=64), layers=(1, 2)),
+            "local block": Change(config=dict(index_local_blocks=0), layers=(1, 2)),
+            "half of each head turned": Change(
+                config=dict(rope_parameters={**M3_ROPE, "partial_rotary_factor": 1.0})),
+        },
+        # transformers counts key blocks from the batch's first slot and lets padding
+        # keys score (modeling_minimax_m3_vl.py:511 says so in a TODO)
+        padded_rows="prompt alone",
+        published={
+            "MiniMax-M3": (
+                "MiniMaxAI/MiniMax-M3/config.json, as copied by others (its text_config as a "
+                "test copies it from nvidia/MiniMax-M3-NVFP4; its sparse_attention_config "
+                "as ports' tests copy it)",
+                dict(
+                    model_type="minimax_m3_vl", text_config=dict(
+                        model_type="minimax_m3", hidden_size=6144, num_hidden_layers=60,
+                        num_attention_heads=64, num_key_value_heads=4, head_dim=128,
+                        max_position_embeddings=1048576, rms_norm_eps=1e-6,
+                        use_gemma_norm=True, rope_theta=5000000, rotary_dim=64,
+                        partial_rotary_factor=0.5, use_qk_norm=True,
+                        sparse_attention_config=dict(
+                            use_sparse_attention=True, sparse_index_dim=128,
+                            sparse_num_index_heads=4, sparse_topk_blocks=16,
+                            sparse_block_size=128, sparse_score_type="max",
+                            sparse_init_block=0, sparse_local_block=1,
+                            sparse_attention_freq=[0, 0, 0] + [1] * 57),
+                    ),
+                ),
+            ),
+        },
+    ),
+    Family(
+        key="mistral4",
+        title="Mistral 4",
+        page="modern/latent-attention.md",
+        tiny=dict(  # query scaling grows every 4 positions
+            model_type="mistral4", **SMALL_2026, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=4, n_routed_experts=2,
+            num_experts_per_tok=1, moe_intermediate_size=16, q_lora_rank=24,
+            kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=8,
+            rope_parameters=MISTRAL4_ROPE,
+        ),
+        mechanisms={
+            "position-dependent query scaling": Change(config=dict(
+                rope_parameters={**MISTRAL4_ROPE, "llama_4_scaling_beta": 0.0})),
+            "neighbour pairs": Change(config=dict(rope_interleave=False)),
+        },
+        model_class="Mistral4ForCausalLM",  # transformers' Auto classes have none
+        positions="from first real token",  # the query scale reads position_ids
+        published={
+            "Mistral Small 4": (
+                "mistralai/Mistral-Small-4-119B-2603/config.json (text_config), as copied "
+                "by others (its YaRN and llama_4_scaling_beta as a converter writes them "
+                "for it); transformers' Mistral4Config defaults name this checkpoint",
+                dict(
+                    model_type="mistral3", text_config=dict(
+                        model_type="mistral4", hidden_size=4096, num_hidden_layers=36,
+                        num_attention_heads=32, num_key_value_heads=32, head_dim=128,
+                        q_lora_rank=1024, kv_lora_rank=256, qk_nope_head_dim=64,
+                        qk_rope_head_dim=64, v_head_dim=128,
+                        max_position_embeddings=1048576, rms_norm_eps=1e-6,
+                        rope_interleave=True,
+                        rope_parameters=dict(
+                            type="yarn", rope_type="yarn", rope_theta=10000.0,
+                            factor=128.0, original_max_position_embeddings=8192,
+                            beta_fast=32.0, beta_slow=1.0, mscale=1.0,
+                            mscale_all_dim=1.0, llama_4_scaling_beta=0.1),
+                    ),
+                ),
+            ),
+        },
+    ),
+    Family(
+        key="mimo_v2_flash",
+        title="MiMo-V2-Flash",
+        page="modern/open-families.md",
+        tiny=dict(  # a full layer, then a sliding one with twice the key/value heads
+            model_type="mimo_v2_flash", **SMALL_2026, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, n_routed_experts=2,
+            num_experts_per_tok=1, moe_intermediate_size=16, head_dim=12, v_head_dim=8,
+            sliding_window=4, attention_value_scale=0.707,
+            layer_types=["full_attention", "sliding_attention"], rope_parameters=MIMO_ROPE,
+        ),
+        mechanisms={
+            "window": Change(config=dict(sliding_window=64), layers=SLIDING),
+            "sinks": Change(edit=fill("*self_attn.sinks", -1e4), layers=SLIDING),
+            "value scale": Change(config=dict(attention_value_scale=1.0)),
+            "a third of each head turned": Change(config=dict(rope_parameters={
+                kind: {**params, "partial_rotary_factor": 1.0}
+                for kind, params in MIMO_ROPE.items()})),
+            "twice the key/value heads": Change(edit=switches.tie_kv_pairs(1),
+                                                layers=SLIDING),
+        },
+        published={
+            "MiMo-V2-Flash": (
+                "XiaomiMiMo/MiMo-V2-Flash/config.json, as copied by others (a port's "
+                "mimo_v2_flash_hub_config test)",
+                dict(
+                    model_type="mimo_v2_flash", hidden_size=4096, num_hidden_layers=48,
+                    num_attention_heads=64, num_key_value_heads=4, head_dim=192,
+                    v_head_dim=128, swa_num_attention_heads=64, swa_num_key_value_heads=8,
+                    swa_head_dim=192, swa_v_head_dim=128, partial_rotary_factor=0.334,
+                    rope_theta=5000000, swa_rope_theta=10000, sliding_window=128,
+                    sliding_window_size=128,
+                    hybrid_layer_pattern=[int(not (i == 0 or (i + 1) % 6 == 0))
+                                          for i in range(48)],
+                    add_swa_attention_sink_bias=True, add_full_attention_sink_bias=False,
+                    attention_value_scale=0.707, max_position_embeddings=262144,
+                ),
+            ),
+        },
+    ),
+    Family(
+        key="laguna",
+        title="Laguna",
+        page="modern/open-families.md",
+        tiny=dict(  # four heads, then six; a gate per head
+            model_type="laguna", **SMALL_2026, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, num_experts=2, num_experts_per_tok=1,
+            moe_intermediate_size=16, shared_expert_intermediate_size=16, head_dim=8,
+            sliding_window=4, layer_types=["full_attention", "sliding_attention"],
+            num_attention_heads_per_layer=[4, 6], gating=True,
+            rope_parameters=LAGUNA_ROPE,
+        ),
+        mechanisms={
+            "softplus gate": Change(patch=switches.softplus_gate_open),
+            "a head count per layer": Change(edit=switches.drop_heads_beyond(1, 4),
+                                             layers=(1,)),
+            "window": Change(config=dict(sliding_window=64), layers=SLIDING),
+            "half of each head turned": Change(config=dict(rope_parameters={
+                **LAGUNA_ROPE, "full_attention": {**LAGUNA_ROPE["full_attention"],
+                                                  "partial_rotary_factor": 1.0}}),
+                layers=FULL),
+            "YaRN attention factor": Change(config=dict(rope_parameters={
+                **LAGUNA_ROPE, "full_attention": {**LAGUNA_ROPE["full_attention"],
+                                                  "attention_factor": 1.0}}),
+                layers=FULL),
+        },
+        variants={  # the other gating of Laguna's config: one gate per number
+            "a gate per element": Change(config=dict(gating="per-element")),
+        },
+        published={
+            "Laguna XS.2.1": (
+                "poolside/Laguna-XS-2.1/config.json, as copied by others (a loader's "
+                "tests, trimmed to 8 of its 40 layers)",
+                dict(
+                    model_type="laguna", hidden_size=2048, num_hidden_layers=8,
+                    num_attention_heads=48,
+                    num_attention_heads_per_layer=[48, 64, 64, 64, 48, 64, 64, 64],
+                    num_key_value_heads=8, head_dim=128, max_position_embeddings=262144,
+                    rms_norm_eps=1e-6, sliding_window=512, gating="per-head",
+                    layer_types=["full_attention"] + ["sliding_attention"] * 3
+                    + ["full_attention"] + ["sliding_attention"] * 3,
+                    rope_parameters={
+                        "full_attention": dict(
+                            rope_theta=500000.0, rope_type="yarn", factor=32.0,
+                            original_max_position_embeddings=8192, beta_slow=1.0,
+                            beta_fast=64.0, attention_factor=1.3465735902799727,
+                            partial_rotary_factor=0.5),
+                        "sliding_attention": dict(rope_type="default", rope_theta=10000.0,
+                                                  partial_rotary_factor=1.0)},
+                ),
+            ),
+        },
+    ),
+    Family(
+        key="deepseek_v4",
+        title="DeepSeek-V4",
+        page="modern/sparse-attention.md",
+        tiny=dict(  # a sliding, a CSA and an HCA layer: window 6, entries of 4 and 8
+            model_type="deepseek_v4", vocab_size=VOCAB, hidden_size=64,
+            num_hidden_layers=3, num_attention_heads=4, head_dim=32,
+            partial_rotary_factor=0.25, q_lora_rank=32, o_groups=2, o_lora_rank=16,
+            sliding_window=6,
+            layer_types=["sliding_attention", "compressed_sparse_attention",
+                         "heavily_compressed_attention"],
+            compress_rates={"compressed_sparse_attention": 4,
+                            "heavily_compressed_attention": 8},
+            index_n_heads=8, index_head_dim=16, index_topk=2, n_routed_experts=2,
+            num_experts_per_tok=1, moe_intermediate_size=32, hc_mult=2,
+            max_position_embeddings=64,
+            rope_parameters={"rope_type": "yarn", "factor": 4.0,
+                             "original_max_position_embeddings": 16},
+        ),
+        mechanisms={
+            "window": Change(config=dict(sliding_window=64)),
+            "compressed entries (CSA)": Change(
+                patch=lambda m: switches.without_entries(m, CSA_KIND), layers=(CSA_KIND,)),
+            "compressed entries (HCA)": Change(
+                patch=lambda m: switches.without_entries(m, HCA_KIND), layers=(HCA_KIND,)),
+            "compression rate (CSA)": Change(
+                patch=lambda m: switches.halved_rate(m, CSA_KIND), layers=(CSA_KIND,)),
+            "compression rate (HCA)": Change(
+                patch=lambda m: switches.halved_rate(m, HCA_KIND), layers=(HCA_KIND,)),
+            "overlapping windows": Change(patch=switches.no_overlap, layers=(CSA_KIND,)),
+            "top-k": Change(config=dict(index_topk=64), layers=(CSA_KIND,)),
+            "sinks": Change(patch=switches.no_sinks),
+            "the output turned back": Change(patch=switches.no_unrotation),
+            "YaRN table of compressed layers": Change(
+                config=dict(rope_parameters={"rope_type": "default"}),
+                layers=(CSA_KIND, HCA_KIND)),
+        },
+        # transformers' compressors pool every slot, padding included, in windows counted
+        # from the row's first slot (modeling_deepseek_v4.py:418, 534, 650)
+        padded_rows="prompt alone",
+        published={
+            "DeepSeek-V4-Flash": (
+                "deepseek-ai/DeepSeek-V4-Flash/config.json, as copied by others",
+                dict(
+                    model_type="deepseek_v4", hidden_size=4096, num_hidden_layers=43,
+                    num_attention_heads=64, num_key_value_heads=1, head_dim=512,
+                    q_lora_rank=1024, qk_rope_head_dim=64, o_groups=8, o_lora_rank=1024,
+                    sliding_window=128, compress_ratios=[0, 0] + [4, 128] * 20 + [4, 0],
+                    index_n_heads=64, index_head_dim=128, index_topk=512,
+                    rope_theta=10000, compress_rope_theta=160000, rope_scaling=V4_YARN,
+                    max_position_embeddings=1048576, rms_norm_eps=1e-06,
+                    attention_bias=False,
+                ),
+            ),
+            "DeepSeek-V4-Pro": (
+                "deepseek-ai/DeepSeek-V4-Pro/config.json, as copied by others",
+                dict(
+                    model_type="deepseek_v4", hidden_size=7168, num_hidden_layers=61,
+                    num_attention_heads=128, num_key_value_heads=1, head_dim=512,
+                    q_lora_rank=1536, qk_rope_head_dim=64, o_groups=16, o_lora_rank=1024,
+                    sliding_window=128,
+                    compress_ratios=[128, 128] + [4, 128] * 29 + [4, 0],
+                    index_n_heads=64, index_head_dim=128, index_topk=1024,
+                    rope_theta=10000, compress_rope_theta=160000, rope_scaling=V4_YARN,
+                    max_position_embeddings=1048576, rms_norm_eps=1e-06,
+                    attention_bias=False,
+                ),
+            ),
+        },
     ),
 ]
 

@@ -43,10 +43,10 @@ from types import SimpleNamespace
 
 import torch
 
-from llm_attention.hf_config import kv_source_layer
+from llm_attention.hf_config import kv_source_layer, topk_source_layer
 from llm_attention.hf_layers import layer_from_hf, layer_kind
 from llm_attention.kv_cache import KVCache
-from llm_attention.kv_sharing import SharedKV
+from llm_attention.kv_sharing import SharedKV, SharedTopK
 
 from .families import FAMILIES, Change
 
@@ -79,6 +79,15 @@ FORMS = {
         **{f"gathered, {path}": {"gathered": True, "absorb": False, **settings}
            for path, settings in _PATHS.items()},
     },
+    "BlockSparseAttention": {
+        "masked, explicit": {"gathered": False, "fast_path": False},
+        "masked, fast": {"gathered": False, "fast_path": True},
+        "gathered": {"gathered": True, "fast_path": False},
+    },
+    # sliding and heavily compressed layers pick nothing to gather
+    "CompressedAttention": lambda layer: {
+        **_PATHS, **({"gathered": {"gathered": True, "fast_path": False}}
+                     if layer.layer_type == "compressed_sparse_attention" else {})},
     # chunks of 5: twelve tokens are chunks of 5, 5 and 2
     "GatedDeltaNet": {"chunked": {"form": "chunked", "chunk_size": 5},
                       "recurrent": {"form": "recurrent"}},
@@ -151,7 +160,10 @@ def model(key: str, variant: str | None = None, mechanism: str | None = None):
     changes = _changes(key, variant, mechanism)
     config = tiny_config(key, *changes)
     torch.manual_seed(0)
-    built = hf().AutoModelForCausalLM.from_config(config).eval()
+    named = FAMILIES[key].model_class  # where transformers' Auto classes have none
+    build = getattr(hf().transformers, named) if named else (
+        hf().AutoModelForCausalLM.from_config)
+    built = build(config).eval()
     if mechanism is None:
         randomize(built, FAMILIES[key].init)
     else:  # the very weights of the model with the mechanism
@@ -252,6 +264,16 @@ def bounds(split: str) -> list[tuple[int, int]]:
     return list(zip([0, *ends[:-1]], ends))
 
 
+def position_ids(key: str, mask: torch.Tensor | None) -> torch.Tensor | None:
+    """The positions the family's model is called with: None (a plain call counts every
+    slot, padding included), or, for a family whose layers read positions counted from
+    each row's first real token, those ``generate`` passes: ``(B, T)``."""
+    if mask is None or FAMILIES[key].positions == "slots":
+        return None
+    counted = mask.long().cumsum(-1) - 1  # (B, T)
+    return counted.masked_fill(mask == 0, 1)
+
+
 class Calls(list):
     """Per call, per mixer, what it read and returned; ``cache``: the model's cache
     after the last call."""
@@ -265,22 +287,58 @@ def reference_run(key: str, variant: str | None, split: str, padded: bool,
     """The model fed the batch in the calls of ``split``, with its own cache: per
     call, per mixer, what it read and returned. With ``mechanism`` dropped, each mixer
     reads what it read in one pass with it (one pass only)."""
+    if padded and mechanism is None and FAMILIES[key].padded_rows == "prompt alone":
+        return _prompt_alone_run(key, variant, split)
     config, built = model(key, variant, mechanism)
     where = mixers(key, variant)
-    feed = None
+    feed, patch = None, contextlib.nullcontext()
     if mechanism is not None:
         first = reference_run(key, variant, "one pass", padded)[0]
         feed = {at: call["input"] for at, call in first.items()}
+        change = FAMILIES[key].mechanisms[mechanism]
+        if change.patch is not None:
+            patch = change.patch(built)
     ids, mask = inputs(padded)
+    positions = position_ids(key, mask)
     cache, calls = None, Calls()
-    for start, end in bounds(split):
-        with _recording(built, config, where, feed) as recorded, torch.no_grad():
-            out = built(input_ids=ids[:, start:end],
-                        attention_mask=None if mask is None else mask[:, :end],
-                        past_key_values=cache, use_cache=split != "one pass")
-        cache = out.past_key_values
-        calls.append(recorded)
+    with patch:
+        for start, end in bounds(split):
+            with _recording(built, config, where, feed) as recorded, torch.no_grad():
+                out = built(input_ids=ids[:, start:end],
+                            attention_mask=None if mask is None else mask[:, :end],
+                            position_ids=None if positions is None
+                            else positions[:, start:end],
+                            past_key_values=cache, use_cache=split != "one pass")
+            cache = out.past_key_values
+            calls.append(recorded)
     calls.cache = cache
+    return calls
+
+
+def _prompt_alone_run(key: str, variant: str | None, split: str) -> Calls:
+    """The left-padded batch as each row's prompt alone gives it: per call of ``split``,
+    per mixer, what it read and returned at the row's real tokens, the model run on
+    that row's real tokens alone (zeros at the padding)."""
+    config, built = model(key, variant)
+    where = mixers(key, variant)
+    ids, _ = inputs(True)
+    calls = Calls({} for _ in bounds(split))
+    for row, pads in enumerate(PADDING):
+        cache = None
+        for call, (start, end) in zip(calls, bounds(split)):
+            first = max(start, pads)
+            if first >= end:  # no real token of this row in this call
+                continue
+            with _recording(built, config, where) as recorded, torch.no_grad():
+                out = built(input_ids=ids[row : row + 1, first:end], past_key_values=cache,
+                            use_cache=split != "one pass")
+            cache = out.past_key_values
+            for at, seen in recorded.items():
+                for name in ("input", "output"):
+                    width = seen[name].shape[-1]
+                    kept = call.setdefault(at, {}).setdefault(
+                        name, seen[name].new_zeros(B, end - start, width))  # (B, T', d)
+                    kept[row, first - start :] = seen[name][0]
     return calls
 
 
@@ -320,8 +378,10 @@ def one_pass_gap(key: str, module: torch.nn.Module, at=(0, "self_attn"),
 def forms(module: torch.nn.Module) -> dict[str, dict]:
     """The forms ``module`` computes in: name -> attribute settings."""
     found = FORMS.get(type(module).__name__, {"default": {}})
+    if callable(found):  # forms that depend on the layer's kind
+        found = found(module)
     fused = all(getattr(module, name, None) is None for name in ("softcap", "sinks"))
-    if not fused:  # the fused kernel has no soft cap and no sinks
+    if type(module).__name__ == "ModernAttention" and not fused:  # no cap, no sinks
         found = {name: s for name, s in found.items() if not s.get("fast_path")}
     return found
 
@@ -346,13 +406,17 @@ def _new_cache(module):
     return KVCache(B, module.num_heads, module.head_dim, T)  # the chapters' module
 
 
-def _source(key: str, variant: str | None, layer: int) -> tuple[int, str] | None:
-    """The mixer whose keys and values ``layer`` reads (Gemma 4's sharing layers)."""
+def _source(key: str, variant: str | None, layer: int) -> tuple | None:
+    """``(mixer, what)``: the earlier mixer whose keys and values ``layer`` reads
+    (Gemma 4's sharing layers) or whose indexer's choice it reuses (GLM-5's shared
+    layers); None for a layer that reads no other."""
     config, _ = model(key, variant)
-    source = kv_source_layer(config, layer)
-    if source is None:
+    kv, topk = kv_source_layer(config, layer), topk_source_layer(config, layer)
+    if kv is None and topk is None:
         return None
-    return next(at for at in mixers(key, variant) if at[0] == source)
+    source = kv if kv is not None else topk
+    at = next(at for at in mixers(key, variant) if at[0] == source)
+    return at, "keys and values" if kv is not None else "top-k"
 
 
 def our_run(key, variant, at, form: str, split: str, padded: bool,
@@ -364,7 +428,8 @@ def our_run(key, variant, at, form: str, split: str, padded: bool,
     ``grad_weights`` (one pass only), the gradient of ``sum(output * grad_weights)``
     with respect to the input, instead."""
     module = ours(key, variant, *at)
-    source_at = _source(key, variant, at[0])
+    found = _source(key, variant, at[0])
+    source_at, what = found if found is not None else (None, None)
     source = None if source_at is None else ours(key, variant, *source_at)
     settings = forms(module)[form]
     calls = reference_run(key, variant, split, padded)
@@ -373,10 +438,15 @@ def our_run(key, variant, at, form: str, split: str, padded: bool,
         calls = [{where: {"input": call["input"][:, start:end]}
                   for where, call in whole.items()} for start, end in bounds(split)]
     decoding = split != "one pass"
-    if source is not None:  # the owner appends, the reader reads
-        cache = SharedKV(_new_cache(source) if decoding else None)
+    if what == "keys and values":  # the owner appends, the reader reads
+        shared = SharedKV(_new_cache(source) if decoding else None)
+        source_kw = reader_kw = {"cache": shared}
     else:
-        cache = _new_cache(module) if decoding else None
+        reader_kw = {"cache": _new_cache(module) if decoding else None}
+    if what == "top-k":  # each its own cache; the source chooses, the reader reuses
+        picks = SharedTopK()
+        source_kw = {"cache": _new_cache(source) if decoding else None, "topk": picks}
+        reader_kw["topk"] = picks
     real = real_tokens(padded)
     outputs = []
     with _in_form([m for m in (module, source) if m is not None], settings):
@@ -384,10 +454,10 @@ def our_run(key, variant, at, form: str, split: str, padded: bool,
             padding = real[:, start:end] if padded else None
             if source is not None:
                 with torch.no_grad():
-                    source(call[source_at]["input"], padding, cache=cache)
+                    source(call[source_at]["input"], padding, **source_kw)
             x = call[at]["input"].clone().requires_grad_(grad_weights is not None)
             with torch.set_grad_enabled(grad_weights is not None):
-                out = module(x, padding, cache=cache)
+                out = module(x, padding, **reader_kw)
             if grad_weights is not None:
                 return [torch.autograd.grad((out * grad_weights).sum(), x)[0]]
             outputs.append(out.detach())
@@ -472,6 +542,12 @@ class Proof:
         return found
 
 
+def _padded_reference(key: str) -> bool:
+    """Whether transformers' own left-padded batch serves as the reference (else its
+    unpadded batch serves where one call must stand for the batch: gradients, reach)."""
+    return FAMILIES[key].padded_rows == "reference"
+
+
 def tolerance(case: str) -> float:
     """The largest difference a case may show (relative to 1 + |expected|)."""
     return GRAD_TOL if case.startswith("gradients") else TOL
@@ -490,10 +566,11 @@ def reach(key: str, variant: str | None = None) -> dict:
     """Mechanism -> {layer: how far dropping it moves that layer's output}, at real
     tokens of the padded batch, each mixer fed what it read with the mechanism."""
     found = {}
-    real = real_tokens(True)
-    base = reference_run(key, variant, "one pass", True)[0]
+    padded = _padded_reference(key)
+    real = real_tokens(padded)
+    base = reference_run(key, variant, "one pass", padded)[0]
     for name, change in FAMILIES[key].mechanisms.items():
-        dropped = reference_run(key, variant, "one pass", True, mechanism=name)[0]
+        dropped = reference_run(key, variant, "one pass", padded, mechanism=name)[0]
         found[name] = {
             at[0]: (dropped[at]["output"] - base[at]["output"])[real].abs().max().item()
             for at in _layers_with(key, variant, change)
@@ -528,11 +605,12 @@ def prove_mixer(key, variant, at):  # -> LayerProof
                                              one_pass_inputs=True), dim=1)
                     case = f"{label} against our one pass"
                     diff[form, case] = _gap(same, one_pass, real)
-        real = real_tokens(True)
+        padded = _padded_reference(key)
+        real = real_tokens(padded)
         masked = weights * real[..., None]  # (B, T, d): real tokens' outputs only
-        got = our_run(key, variant, at, form, "one pass", True, grad_weights=masked)[0]
-        expected = reference_gradient(key, variant, at, True, masked)
-        diff[form, "gradients, padded"] = _gap(got, expected, real)
+        got = our_run(key, variant, at, form, "one pass", padded, grad_weights=masked)[0]
+        expected = reference_gradient(key, variant, at, padded, masked)
+        diff[form, "gradients" + (", padded" if padded else "")] = _gap(got, expected, real)
     return proof
 # --8<-- [end:prove_mixer]
 
