@@ -146,9 +146,20 @@ _EVERY_TILE = """(figure, phase) => [...figure.querySelectorAll(`.heads-phase[da
   })"""
 
 
+# A window this high shows a whole heads explorer at 1280 px, under the theme's header: a
+# click on a map changes a grid in view.
+HEADS_WINDOW = 800
+
+
 def check_heads_explorer(page, figure) -> None:
-    """Each phase's maps carry the printed scores; choosing a map opens that head; the printed
-    head's rows show its printed weights in every phase."""
+    """At 1280 px the figure fits a window HEADS_WINDOW high; each phase's maps carry the
+    printed scores; choosing a map opens that head; the printed head's rows show its printed
+    weights in every phase."""
+    if page.viewport_size["width"] == 1280:
+        height, header = figure.evaluate(
+            "f => [f.getBoundingClientRect().height, document.querySelector('.md-header').offsetHeight]")
+        assert height + header <= HEADS_WINDOW, (
+            f"{height:.0f} px tall under a {header} px header: more than a {HEADS_WINDOW} px window")
     lines = _printed(figure)
     scores = {}
     for line in lines:
@@ -347,6 +358,13 @@ def check_temperature_explorer(page, figure) -> None:
     figure.locator(".explorer-next").click()
     setting = figure.locator(".temperature-setting").text_content()
     assert setting.startswith(f"temperature {temperatures[2]},"), f"the Warmer button: {setting}"
+    # The slider's scale names each temperature; the switches say what they choose.
+    scale = figure.evaluate("f => [...f.querySelectorAll('.explorer-scale span')].map(s => s.textContent)")
+    assert scale == temperatures, f"the slider's scale {scale}, not the temperatures {temperatures}"
+    named = figure.evaluate("""f => { const bar = f.querySelector('.explorer-switches');
+        const label = document.getElementById(bar.getAttribute('aria-labelledby'));
+        return label && label.textContent; }""")
+    assert named == "Keep:", f"the top-k switches are named {named!r}"
 
 
 # At a phone's width: the smallest text shown in each explorer, and its width against the column.
@@ -436,6 +454,8 @@ _LIVE = """f => ({run: JSON.stringify(f.liveRun), text: f.querySelector('.live-i
   pressed: [...f.querySelectorAll('.live-head')].map(b => b.getAttribute('aria-pressed')),
   probabilities: [...f.querySelectorAll('.live-probabilities tbody tr')].map(r => [r.cells[0].textContent, r.cells[2].textContent]),
   status: f.querySelector('.live-status').textContent,
+  error: f.querySelector('.live-error').hidden ? '' : f.querySelector('.live-error').textContent,
+  maxLength: f.querySelector('.live-input').maxLength,
   check: f.querySelector('.live-check').textContent,
   focus: document.activeElement.classList[0]})"""
 
@@ -571,7 +591,7 @@ def check_live_explorer(page, figure) -> None:
         page.keyboard.press("Enter")
     shown = _live(figure)
     assert sorted(map(tuple, shown["run"]["off"])) == sorted(map(tuple, ablated["off"])), shown["run"]["off"]
-    assert shown["pressed"].count("true") == len(ablated["off"]), shown["pressed"]
+    assert shown["pressed"].count("false") == len(ablated["off"]), shown["pressed"]  # pressed: at work
     off = [tuple(pair) for pair in ablated["off"]]
     gaps[ablated["name"]] = _live_gap(shown, live_model.run(model64, live_model.encode(ablated["text"]), off))
     _check_live_shown(shown)
@@ -606,9 +626,13 @@ def check_live_explorer(page, figure) -> None:
     twice = [c for c in set(shown["text"]) if shown["text"].count(c) == 2]
     assert len(shown["text"]) == len(shown["run"]["probabilities"]) == 24 and len(twice) == 8, shown["text"]
     assert "came before" in shown["status"], shown["status"]
-    # A symbol the model does not know is refused, saying so.
+    # A symbol the model does not know is refused, saying so under the field; the status goes
+    # on describing the figure; the field takes no more symbols than the model's context.
     field.fill("AB8")
-    assert "is not one of the symbols" in _live(figure)["status"], _live(figure)["status"]
+    refused = _live(figure)
+    assert "is not one of the symbols" in refused["error"], refused["error"]
+    assert refused["status"] == shown["status"], (refused["status"], shown["status"])
+    assert refused["maxLength"] == len(shown["run"]["probabilities"]), refused["maxLength"]
     field.fill(data["examples"][0]["text"])
     _check_plants_fail(page, url, data["examples"], model64)
 
@@ -650,6 +674,27 @@ def check_dark_shades(page) -> None:
     assert not flat, f"dark palette, lightness from weight 0.10 to 0.24 (want >= 6): {flat}"
 
 
+# Every readout whose chips name a key by its token and its position: the names, the legend
+# under them, and the tokens of the grid's columns.
+_KEY_NAMES = """() => [...document.querySelectorAll('.md-content .explorer-readout')]
+  .filter(r => r.closest('.explorer-compact'))
+  .map(r => ({keys: [...r.querySelectorAll('.explorer-key')].map(k => k.textContent),
+              legend: (r.querySelector('.explorer-key-legend') || {}).textContent || '',
+              tokens: [...r.closest('.explorer').querySelector('thead tr').cells].slice(1).map(c => c.textContent)}))"""
+
+
+def check_key_names(page) -> None:
+    """A many-token grid's chips name each key "token@position", never "position·token" (read
+    as a decimal or a product), and say so once, under the chips."""
+    import re
+
+    for readout in page.evaluate(_KEY_NAMES):
+        assert readout["legend"] == "Each key: its token @ its position.", readout["legend"]
+        for key in readout["keys"]:
+            found = re.fullmatch(r"(.+)@(\d+)", key)
+            assert found and readout["tokens"][int(found.group(2))] == found.group(1), (key, readout["tokens"])
+
+
 def check_explorer(page) -> None:
     """Every explorable figure of the page: each control driven, every number shown compared
     with the page's printed one; then the layout at a desktop's width (at a phone's:
@@ -674,6 +719,7 @@ def check_explorer(page) -> None:
         except AssertionError as failure:
             raise AssertionError(f"{kind} {k}: {failure}") from None
     check_dark_shades(page)
+    check_key_names(page)
     check_explorer_desktop_layout(page)
 
 

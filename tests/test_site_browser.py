@@ -385,6 +385,8 @@ def test_page_in_the_browser(built_site, browser, path):
         checks.append(("keyboard", lambda: axe_checks.check_keyboard(page)))
         checks.append(("WCAG 2.2 AA (axe-core), both palettes", lambda: axe_checks.check_wcag(page)))
     checks.append(("figures, tables, headings, listings", lambda: figure_rules.check_figure_rules(page)))
+    if sampled(path):  # at the phone's width the rules end at
+        checks.append(("Tab order on a phone", lambda: axe_checks.check_phone_tab_order(page)))
     if path in figure_checks.EXPLORER_PAGES:  # at the phone's width the rules end at
         checks.append(("explorable figure at 390 px", lambda: figure_checks.check_explorer_phone_layout(page)))
     if path in figure_checks.CHAPTERS:
