@@ -4,7 +4,9 @@
 them with the keyboard, once per distinct style (see _TEXT_CONTRAST), then runs axe-core (vendored
 in tests/vendor/axe-core, never served) with every other WCAG 2.0, 2.1 and 2.2 A and AA rule; it
 leaves the listings as plain text, so it runs after the checks that read the page. ``check_keyboard`` works the page's content tabs
-and downloads with the keyboard alone and checks that each shows where the focus is. Each raises
+and downloads with the keyboard alone and checks that each shows where the focus is;
+``check_phone_tab_order`` walks the Tab order of a phone's page from its skip link to its
+content, and opens and closes the navigation drawer with the keyboard. Each raises
 AssertionError naming the rule and the elements at fault.
 """
 
@@ -269,3 +271,49 @@ def check_keyboard(page) -> None:
             page.keyboard.press("Enter")
         saved = download.value.suggested_filename
         assert saved == wanted, f"Enter on the download of {wanted} saved {saved}"
+
+
+# Where Tab has moved the focus: the part of the page, and what the drawer is doing.
+_TAB_STOP = """() => {
+    const e = document.activeElement, drawer = document.querySelector('.md-sidebar--primary');
+    return {
+        where: e.closest('.md-content') ? 'content' : drawer.contains(e) ? 'navigation drawer'
+            : e.closest('.md-search__scrollwrap') ? 'search results box' : 'header',
+        name: e.getAttribute('aria-label') || e.textContent.trim().slice(0, 40) || String(e.className),
+        menu: e.matches('.md-header label[for="__drawer"]'),
+        open: document.getElementById('__drawer').checked,
+        inert: drawer.inert,
+    };
+}"""
+HEADER_STOPS = 6  # skip link, menu, palette, search: the most Tab stops before the content
+
+
+def check_phone_tab_order(page) -> None:
+    """At 390 px, Tab from "Skip to content" reaches the content after the header's few
+    controls, none in the closed navigation drawer (about ninety links outside the screen) or
+    in the search's closed results box; the header's menu button takes a stop and opens the
+    drawer with Enter, the focus on a link in it; Escape closes it, the focus back on the
+    button. Leaves the drawer closed."""
+    if page.viewport_size["width"] != 390:
+        page.set_viewport_size({"width": 390, "height": 900})
+    page.keyboard.press("Shift")  # keyboard use, as the browser's focus styles see it
+    page.evaluate("() => document.querySelector('.md-skip').focus()")
+    stops = []
+    for _ in range(HEADER_STOPS + 1):
+        page.keyboard.press("Tab")
+        stops.append(page.evaluate(_TAB_STOP))
+        if stops[-1]["where"] == "content":
+            break
+    path = " > ".join(f"{s['where']}: {s['name']!r}" for s in stops)
+    assert stops[-1]["where"] == "content", f"Tab has not reached the content after {len(stops)} stops: {path}"
+    assert all(s["where"] in ("header", "content") for s in stops), f"Tab stops out of sight: {path}"
+    assert any(s["menu"] for s in stops), f"the menu button takes no Tab stop: {path}"
+    page.locator('.md-header label[for="__drawer"]').focus()
+    _assert_focus_shown(page, "menu button")
+    page.keyboard.press("Enter")
+    opened = page.evaluate(_TAB_STOP)
+    assert opened["open"] and not opened["inert"] and opened["where"] == "navigation drawer", (
+        f"Enter on the menu button: {opened}")
+    page.keyboard.press("Escape")
+    closed = page.evaluate(_TAB_STOP)
+    assert not closed["open"] and closed["inert"] and closed["menu"], f"Escape in the drawer: {closed}"

@@ -22,7 +22,8 @@ a line) at LISTING_MIN_PX or more, in the column and inside an admonition or a f
 
 Tables and headings, at 390 px: a table fits its column or scrolls inside its own frame, with
 no identifier (a ``code`` name) broken across lines; a heading's hidden permalink sits on the
-heading's last line of text instead of a line of its own.
+heading's last line of text instead of a line of its own; a notebook's code and output boxes
+sit inside the column, and each line an output prints is one line on the screen.
 """
 
 from __future__ import annotations
@@ -172,6 +173,20 @@ _TABLES_AND_HEADINGS = """() => {
       const lines = new Set([...code.getClientRects()].map(r => Math.round(r.top)));
       if (lines.size > 1) problems.push(`identifier ${words} broken across ${lines.size} lines`);
     }
+  }
+  // A notebook's code and printed outputs: each box inside the column, and each printed line
+  // on one line of the screen (a wide one scrolls in its box), never broken in a number.
+  for (const box of column.querySelectorAll('.jupyter-wrapper :is(.jp-InputArea-editor, .jp-OutputArea-output)')) {
+    const edge = box.getBoundingClientRect().right;
+    if (edge > columnBox.right + 0.5)
+      problems.push(`notebook box "${name(box)}": its right edge ${Math.round(edge - columnBox.right)} px past the column`);
+  }
+  for (const pre of column.querySelectorAll('.jupyter-wrapper .jp-RenderedText pre')) {
+    const printed = pre.textContent.replace(/\\n$/, '').split('\\n').length;
+    const range = document.createRange();
+    range.selectNodeContents(pre);
+    const shown = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top))).size;
+    if (shown > printed) problems.push(`notebook output "${name(pre)}": ${printed} lines shown on ${shown}`);
   }
   for (const link of column.querySelectorAll(':is(h1, h2, h3, h4, h5, h6) > a.headerlink')) {
     const heading = link.parentElement;

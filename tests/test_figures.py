@@ -160,13 +160,24 @@ def test_panels_draws_side_by_side_and_stacked():
     assert shapes == [2, 2]
     assert sizes_in == [(WIDE_COLUMN_IN, 3), (PHONE_COLUMN_IN, 5.8)]
     assert re.findall(r'<div class="figure-(wide|narrow)">', html) == ["wide", "narrow"]
-    sizes = [tuple(map(int, m)) for m in re.findall(r'<img [^>]*width="(\d+)" height="(\d+)"', html)]
+    sizes = [tuple(map(float, m)) for m in re.findall(r'<img [^>]*width="([\d.]+)" height="([\d.]+)"', html)]
     (wide_w, wide_h), (narrow_w, narrow_h) = sizes[0], sizes[2]  # light variants
     assert wide_w > wide_h and narrow_h > narrow_w and narrow_w <= 328 and wide_w <= 686, sizes
     with pytest.raises(ValueError, match="count must be a number of panels, 1 or more, got 0"):
         panels(draw, 0, alt="none")
     with pytest.raises(ValueError, match="narrow_height must be a height in inches above 0, got -1"):
         panels(draw, 1, alt="one", narrow_height=-1)
+
+
+def test_an_image_keeps_the_room_of_its_own_shape_before_it_loads():
+    """Its width and height are the SVG's, points to CSS px, to a thousandth of a pixel: a
+    whole-pixel size changed the room by a fraction of a pixel when the image arrived."""
+    html = to_html(heatmap(torch.rand(5, 7)), alt="shape")
+    svg = _svgs(html)[0]
+    drawn = [float(v) for v in re.search(r'<svg[^>]*\bwidth="([\d.]+)pt"[^>]*\bheight="([\d.]+)pt"', svg).groups()]
+    for width, height in re.findall(r'<img [^>]*width="([\d.]+)" height="([\d.]+)"', html):
+        assert abs(float(width) - drawn[0] * 4 / 3) <= 5e-4 and abs(float(height) - drawn[1] * 4 / 3) <= 5e-4
+    assert not all(v * 4 / 3 == round(v * 4 / 3) for v in drawn)  # a size a whole pixel would round
 
 
 def test_outlined_text_names_its_size():
@@ -321,7 +332,7 @@ def test_benchmark_plots_fit_their_column_and_their_legends_cover_no_line(name):
         fig = draw(report, narrow=narrow)
         assert not _legend_covers(fig), (narrow, _legend_covers(fig))
         html = to_html(fig, alt=name)
-        width = int(re.search(r'width="(\d+)"', html).group(1))
+        width = float(re.search(r'width="([\d.]+)"', html).group(1))
         assert width <= column_px * 1.02, (narrow, width)  # a line of legend may stick out
         for svg in _svgs(html):  # sizes in points; 4/3 CSS px a point at the drawn size
             sizes = [float(v) for v in re.findall(r"font(?:-size)?: ([\d.]+)px", svg)]

@@ -139,6 +139,24 @@ def test_config_object_and_its_json_build_the_same_layer():
     assert from_object == from_json and from_object["sinks"]
 
 
+def test_llama4_defaults_are_transformers_own():
+    """A Llama 4 config.json silent on the temperature tuning, the QK-norm and its epsilon
+    gets the values transformers' Llama4TextConfig fills in for the same file."""
+    transformers = pytest.importorskip("transformers")
+    published = PUBLISHED["Llama 4 Scout"][1]
+    silent = ("floor_scale", "attn_scale", "attn_temperature_tuning", "use_qk_norm",
+              "rms_norm_eps")
+    text = {k: v for k, v in published["text_config"].items() if k not in silent}
+    config = transformers.Llama4TextConfig(**text)
+    chunked, full = (modern_attention_options({**published, "text_config": text}, i)
+                     for i in (0, 3))
+    assert full["nope"] and full["temperature_tuning"] == (config.floor_scale, config.attn_scale)
+    assert config.attn_temperature_tuning and config.use_qk_norm  # so both must be on here
+    assert chunked["qk_norm"] and chunked["norm_eps"] == config.rms_norm_eps
+    for i in (0, 3):  # transformers' config object, with every default written out
+        assert modern_attention_options(config, i) == modern_attention_options(text, i)
+
+
 @pytest.mark.parametrize(
     "change, message",
     [

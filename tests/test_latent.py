@@ -1,6 +1,6 @@
 """LatentAttention on its own: absorbed decoding equals the plain way, the cache holds what the
-formula says, cached generation equals uncached, DeepSeek-V3's published config builds, and bad
-input is refused by name."""
+formula says, cached generation equals uncached, a reset cache forgets the padding it held,
+DeepSeek-V3's published config builds, and bad input is refused by name."""
 
 from __future__ import annotations
 
@@ -123,6 +123,25 @@ def test_cache_bytes_are_the_formula_and_the_tensors():
     entries, mask = cache.append(torch.randn(3, 2, 12), torch.randn(3, 2, 4))
     assert entries.shape == (3, 2, 16) and mask.shape == (3, 2) and cache.length == 2
     assert entries.data_ptr() == cache.entries.data_ptr()  # a view, never a copy
+
+
+def test_a_reset_cache_forgets_the_padding_it_held():
+    """A cache that held left-padded rows, reset and reused on unpadded ones, gives what a fresh
+    cache gives: the old padding flags would hide real keys."""
+    layer = small()
+    x = torch.randn(2, 6, 16, generator=torch.Generator().manual_seed(4))
+    padding = torch.ones(2, 6, dtype=torch.bool)
+    padding[1, :4] = False
+    with torch.no_grad():
+        used = layer.make_cache(2)
+        layer(x, padding, cache=used)
+        used.reset()
+        again = [layer(x[:, :3], cache=used), layer(x[:, 3:], cache=used)]
+        fresh = layer.make_cache(2)
+        expected = [layer(x[:, :3], cache=fresh), layer(x[:, 3:], cache=fresh)]
+    for got, want in zip(again, expected):
+        assert torch.equal(got, want)
+    assert bool(used.key_padding[:, : used.length].all())
 
 
 def test_deepseek_v3_published_config():

@@ -130,6 +130,31 @@ def test_reorder_moves_whole_rows_for_beam_search(layer):
         cache.reorder(torch.tensor([0.0, 1.0, 2.0]))
 
 
+def test_reorder_moves_the_started_flags_of_padded_rows(layer):
+    """Rows 1 and 2 left-padded: after four tokens row 0 and row 1 have started and row 2
+    has not. Reordered, each row's flag, state and next output are those of a cache that read
+    the same rows in that order."""
+    x, padding = inputs()
+    order = torch.tensor([2, 0, 1])
+    with torch.no_grad():
+        cache = layer.make_cache(B)
+        layer(x[:, :4], padding[:, :4], cache=cache)
+        assert cache.started.tolist() == [True, True, False]
+        cache.reorder(order)
+        assert cache.started.tolist() == [False, True, True]
+        direct = layer.make_cache(B)
+        layer(x[order, :4], padding[order, :4], cache=direct)
+        assert torch.equal(cache.started, direct.started)
+        assert torch.allclose(cache.state, direct.state, atol=1e-6)
+        step = padding[order, 4:6]  # the unstarted row, now row 0, still padding
+        assert torch.allclose(layer(x[order, 4:6], step, cache=cache),
+                              layer(x[order, 4:6], step, cache=direct), atol=1e-6)
+        late = torch.ones(B, 1, dtype=torch.bool)
+        late[2] = False  # row 2, the one that read padding then a token: refused
+        with pytest.raises(ValueError, match=r"pads row 2 at position 0"):
+            layer(x[:, 6:7], late, cache=cache)
+
+
 def test_float32_state_under_a_bfloat16_layer(layer):
     cache = layer.to(torch.bfloat16).make_cache(1)
     assert cache.conv_window.dtype == torch.bfloat16 and cache.state.dtype == torch.float32
@@ -147,6 +172,12 @@ def test_padding_after_a_real_token_is_refused(layer):
     cache = layer.make_cache(B)
     with torch.no_grad():
         layer(x[:, :4], padding[:, :4], cache=cache)  # row 1 has started, row 2 not yet
+    assert cache.started.tolist() == [True, True, False]  # row 1: padding, then one token
+    right_after = torch.ones(B, 1, dtype=torch.bool)
+    right_after[1] = False
+    with pytest.raises(ValueError, match=r"pads row 1 at position 0"):
+        layer(x[:, 4:5], right_after, cache=cache)
+    assert cache.length == 4  # the refused call changed nothing
     again = torch.ones(B, 2, dtype=torch.bool)
     again[2] = False  # row 2 still padding: allowed
     with torch.no_grad():

@@ -44,6 +44,8 @@ def test_the_weights_file_holds_every_tensor_exactly_and_opens_as_safetensors():
     tensors, metadata = read_weights(data)
     state = model.state_dict()
     assert list(tensors) == list(state) and metadata["num_heads"] == "4"
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert len(norms) == 5 and all(float(metadata["layer_norm_eps"]) == m.eps for m in norms)
     for key, tensor in state.items():
         assert torch.equal(tensors[key], tensor), key
     assert int.from_bytes(data[:8], "little") % 8 == 0  # the numbers start aligned
@@ -55,11 +57,19 @@ def test_the_weights_file_holds_every_tensor_exactly_and_opens_as_safetensors():
 
 
 def test_a_model_from_the_file_computes_what_the_model_computes():
+    """Its layer norms' epsilon included: a model with another one reads back with it."""
     model = _model()
-    again = model_from_weights(weights_file(model)[1])
     tokens = torch.randint(0, 32, (3, 24), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        assert torch.equal(again(tokens), model(tokens))
+    for eps in (None, 1e-3):
+        if eps is not None:
+            for norm in (m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)):
+                norm.eps = eps
+        again = model_from_weights(weights_file(model)[1])
+        with torch.no_grad():
+            assert torch.equal(again(tokens), model(tokens)), eps
+    model.final_norm.eps = 1e-4
+    with pytest.raises(ValueError, match=r"layer norms must share one eps, got \[0.0001, 0.001\]"):
+        weights_file(model)
 
 
 def test_run_gives_every_heads_weights_and_the_probabilities_with_heads_off():

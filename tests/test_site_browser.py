@@ -385,6 +385,8 @@ def test_page_in_the_browser(built_site, browser, path):
         checks.append(("keyboard", lambda: axe_checks.check_keyboard(page)))
         checks.append(("WCAG 2.2 AA (axe-core), both palettes", lambda: axe_checks.check_wcag(page)))
     checks.append(("figures, tables, headings, listings", lambda: figure_rules.check_figure_rules(page)))
+    if sampled(path):  # at the phone's width the rules end at
+        checks.append(("Tab order on a phone", lambda: axe_checks.check_phone_tab_order(page)))
     if path in figure_checks.EXPLORER_PAGES:  # at the phone's width the rules end at
         checks.append(("explorable figure at 390 px", lambda: figure_checks.check_explorer_phone_layout(page)))
     if path in figure_checks.CHAPTERS:
@@ -458,7 +460,8 @@ def test_api_reference_shows_and_links_every_whole_module(built_site):
 
 
 def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
-    """Nor an explorer's digits and labels (its figure is marked data-search-exclude)."""
+    """Nor an explorer's digits and labels (its figure is marked data-search-exclude), nor a
+    formula cut into fragments."""
     import json
     import re
 
@@ -477,6 +480,10 @@ def test_search_index_holds_no_tex_diagram_source_or_pilcrow(built_site):
         for bad in ("¶", "\\(", "\\[", "$", "key \u2192"):  # "key →": an explorer's corner
             if bad in prose or bad in doc["title"]:
                 problems.append(f"{doc['location']}: {bad!r}")
+        # A formula reads as text in a result's preview (hooks/search_clean.readable_math):
+        # no TeX command, no subscript or superscript cut from its base ("s_ ij", "_ k=1 T").
+        for fragment in re.findall(r"\\[a-zA-Z]+|\S*[_^] \S*| [_^]\S*", prose):
+            problems.append(f"{doc['location']}: formula fragment {fragment!r}")
         problems += [f"{doc['location']}: diagram source {d!r}" for d in diagrams if d in doc["text"]]
     assert not problems, problems
     titles = {doc["location"]: doc["title"] for doc in docs}

@@ -159,7 +159,7 @@ def latent_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
                       color=color, label=label)
             achieved = [r["bytes_read"] / r["median_s"] / limit for r in rows]
             right.plot(held, achieved, marker=marker, color=color, label=label)
-        half = right.axhline(0.5, color="#7f7f7f", linestyle="--", linewidth=1,
+        half = right.axhline(0.5, color="#7f7f7f", linestyle="--", linewidth=1.5,
                              label="half the measured bandwidth")
         left.set(xscale="log", yscale="log", xlabel="tokens held",
                  ylabel="ms per decoded token (log)",
@@ -210,7 +210,10 @@ def sparse_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
             achieved = [r["bytes_read"] / r["median_s"] / limit for r in rows]
             right.plot(held, achieved, marker=marker, color=color, linestyle=style,
                        label=label)
-        crossover = left.axvline(predicted, color="#7f7f7f", linestyle=":", linewidth=1,
+        # The two reference lines drawn thicker than a grid line, and their legend samples
+        # longer than the default, so that the dotted one shows as dots (at 1 pt it was a
+        # faint grey smudge in the legend).
+        crossover = left.axvline(predicted, color="#7f7f7f", linestyle=":", linewidth=1.8,
                                  label="where the bytes predict the gathered\nform wins"
                                  if narrow else "where the bytes predict the gathered "
                                  "form wins")
@@ -234,7 +237,7 @@ def sparse_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
         handles, labels = left.get_legend_handles_labels()
         handles = [h for h in handles if h is not crossover] + [crossover, half]
         legend_row.legend(handles, [h.get_label() for h in handles], loc="center",
-                          ncol=1 if narrow else 2, borderaxespad=0)
+                          ncol=1 if narrow else 2, borderaxespad=0, handlelength=3.2)
         machine = report["machine"]
         _suptitle(fig, f"{machine['threads']} thread, torch {machine['torch']}, "
                   "float32, DeepSeek-V3.2's widths", narrow)

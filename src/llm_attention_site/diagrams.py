@@ -58,6 +58,10 @@ MARGIN = 4.0  # around the drawing
 # rest is headroom), lines narrower than MIN_WRAP points excepted: they read worse
 # broken than small.
 PHONE_COLUMN_PX, TEXT_PX, MIN_WRAP = 358.0, 10.0, 60.0
+# The column from 960 px up (686 CSS px), where the chart as written shows: its labels are
+# broken until its smallest text shows at WIDE_TEXT_PX there, nearer the prose's 16 px (a
+# chart 1,075 px wide showed its labels at 9.4 px).
+WIDE_COLUMN_PX, WIDE_TEXT_PX = 686.0, 12.0
 BOX_FILL = (0.31, 0.42, 0.93, 0.13)  # a tint that reads on light and dark pages alike
 
 _HEADER = re.compile(r"flowchart\s+(LR|TB|TD)$")
@@ -875,11 +879,11 @@ def _relabelled(graph: Graph, new: dict[tuple[str, float], str]) -> Graph:
     )
 
 
-def _fit(graph: Graph, column_px: float) -> Graph:
+def _fit(graph: Graph, column_px: float, text_px: float = TEXT_PX) -> Graph:
     """The chart with as few label lines broken in two as lets its smallest text show
-    at TEXT_PX or more in a column ``column_px`` wide (or as near as breaking lines
+    at ``text_px`` or more in a column ``column_px`` wide (or as near as breaking lines
     gets), the widest lines broken first. Same labels break alike."""
-    limit = _smallest_font(graph) * column_px / TEXT_PX  # drawing width, in points
+    limit = _smallest_font(graph) * column_px / text_px  # drawing width, in points
 
     def width(g: Graph) -> float:  # as to_html saves it: a tight box, padded
         pad = 72 * plt.rcParams["savefig.pad_inches"]
@@ -920,10 +924,12 @@ def _fit(graph: Graph, column_px: float) -> Graph:
 
 
 def variants(graph: Graph) -> list[Graph]:
-    """The charts drawn for ``graph``: itself, then, where it differs, the chart for
-    narrow screens: turned top to bottom and fitted to a phone's column."""
+    """The charts drawn for ``graph``: itself, fitted to the column from 960 px up, then,
+    where it differs, the chart for narrow screens: turned top to bottom and fitted to a
+    phone's column."""
+    wide = _fit(graph, WIDE_COLUMN_PX, WIDE_TEXT_PX)
     narrow = _fit(_turned(graph), PHONE_COLUMN_PX)
-    return [graph] if narrow == graph else [graph, narrow]
+    return [wide] if narrow == wide else [wide, narrow]
 
 
 @functools.lru_cache(maxsize=256)

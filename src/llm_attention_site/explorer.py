@@ -46,6 +46,7 @@ _FMT = "{:.2f}"
 COMPACT_FROM = 9  # tokens: from here on the cells hold no digits
 BLUE = (33, 102, 172)  # the cells' colour; its opacity is the weight
 MARK = (230, 97, 1)  # the lines that mark positions on the small maps
+ONE_ROW = 8  # heads of every layer: at most this many sit in one row from 960 px
 
 
 def _check(tokens: Sequence[str], name: str, weights: object) -> torch.Tensor:
@@ -291,6 +292,9 @@ def heads_explorer(
         )
     states = {}
     blocks = []
+    # A row per layer; from 960 px, every head in one row where they fit (explorer.css), so
+    # that the figure fits a window 800 px high.
+    grid = "heads-grid heads-grid--one-row" if L * H <= ONE_ROW else "heads-grid"
     for phase, weights in phases.items():
         tiles = []
         for layer in range(L):
@@ -315,7 +319,8 @@ def heads_explorer(
         blocks.append(
             f'<div class="heads-phase" data-phase="{html.escape(phase)}">'
             f'<p class="heads-title">{html.escape(phase)}</p>'
-            f'<div class="heads-grid" style="--heads: {H}">{"".join(tiles)}</div></div>'
+            f'<div class="{grid}" style="--heads: {H}; --row: {L * H}">'
+            f'{"".join(tiles)}</div></div>'
         )
     first = head_state(*open_head, next(iter(phases)))
     ordered = {first: states.pop(first), **states}

@@ -9,11 +9,15 @@ Shapes: ``T`` tokens (at most the model's context), ``V`` vocabulary size, ``L``
 The build writes the trained model's weights once (``hooks/site.py``), beside the page
 that shows it, in the safetensors layout: 8 bytes holding the header's length (little
 endian), a JSON header giving each tensor's dtype, shape and byte range, then the raw
-float32 numbers, little endian. Float32, not float16: the browser's numbers can then be
-held to PyTorch's within 1e-4 (the differences are rounding, far below that), and the
-file (about 420 KB) is fetched only when the reader opens the explorer. The file's name
-holds a digest of its bytes, so that a page and a file from different runs cannot meet:
-the page would ask for a file that is not there.
+float32 numbers, little endian. Float32, not float16: the file (about 420 KB) holds the
+trained model exactly, and is fetched only when the reader opens the explorer. Its
+metadata carries the two numbers the shapes do not give: the heads per layer and the
+layer norms' epsilon. The script computes in float64 from these float32 numbers, and so
+does ``run`` on ``model.double()``: the site's tests hold the two within
+``BROWSER_TOLERANCE``, far above float64 rounding and far below what a wrong step or
+constant moves (an epsilon of 1e-6 for 1e-5 moves probabilities by 1e-6 to 2e-5). The
+file's name holds a digest of its bytes, so that a page and a file from different runs
+cannot meet: the page would ask for a file that is not there.
 
 The site's scripts do the rest: ``docs/assets/javascripts/tiny-gpt.js`` reads the file
 and runs ``GPTModel``'s forward pass step by step as ``gpt.py`` and ``multihead.py``
@@ -49,6 +53,9 @@ SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 TOP = 5  # next tokens shown with a bar each
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
 MARK = "\u25b2"  # under the tokens after the query's earlier occurrences
+# The most the browser's weights and probabilities may differ from PyTorch's, both in
+# float64 on the file's float32 weights (rounding alone gives about 1e-16 to 1e-14).
+BROWSER_TOLERANCE = 1e-9
 
 
 def encode(text: str) -> list[int]:
@@ -83,8 +90,12 @@ def weights_file(model: GPTModel) -> tuple[str, bytes]:
         }
         chunks.append(data)
         offset += len(data)
-    heads = model.trf_blocks[0].att.num_heads  # the one number the shapes do not give
-    header["__metadata__"] = {"format": "pt", "num_heads": str(heads)}
+    heads = model.trf_blocks[0].att.num_heads  # the shapes give neither this
+    eps = {m.eps for m in model.modules() if isinstance(m, torch.nn.LayerNorm)}  # nor this
+    if len(eps) != 1:
+        raise ValueError(f"model's layer norms must share one eps, got {sorted(eps)}")
+    header["__metadata__"] = {"format": "pt", "num_heads": str(heads),
+                              "layer_norm_eps": repr(eps.pop())}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # the numbers start on a multiple of 8 bytes
     data = struct.pack("<Q", len(text)) + text + b"".join(chunks)
@@ -116,6 +127,9 @@ def model_from_weights(data: bytes) -> GPTModel:
         int(metadata["num_heads"]), len(blocks),
     )  # fmt: skip
     model.load_state_dict(tensors)
+    for norm in model.modules():
+        if isinstance(norm, torch.nn.LayerNorm):
+            norm.eps = float(metadata["layer_norm_eps"])
     return model.eval()
 
 

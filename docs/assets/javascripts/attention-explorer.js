@@ -79,8 +79,9 @@
     });
   }
 
-  // Previous, a slider and Next over count steps; onChange(k) shows step k.
-  function stepControls(figure, count, describe, onChange, start, quiet, names) {
+  // Previous, a slider and Next over count steps; onChange(k) shows step k. scale: the
+  // value of each step, written under the slider's stops.
+  function stepControls(figure, count, describe, onChange, start, quiet, names, scale) {
     names = names || ["Previous", "Next"];
     var bar = el("div", "explorer-steps");
     var slider = el("input");
@@ -112,16 +113,35 @@
     next.classList.add("explorer-next");
     slider.setAttribute("aria-label", "step");
     slider.addEventListener("input", function () { set(parseInt(slider.value, 10)); });
-    bar.append(previous, slider, next);
+    var track = slider;
+    if (scale) {  // the slider and its scale, one under the other (the slider says its value)
+      track = el("div", "explorer-track");
+      var ticks = el("div", "explorer-scale");
+      ticks.setAttribute("aria-hidden", "true");
+      scale.forEach(function (value, k) {
+        var tick = el("span", null, String(value));
+        tick.style.setProperty("--at", String(k / (count - 1)));
+        ticks.appendChild(tick);
+      });
+      track.append(slider, ticks);
+    }
+    bar.append(previous, track, next);
     figure.prepend(label);
     figure.prepend(bar);
     set(start || 0);
     return set;
   }
 
-  function switchBar(names, onPick, className) {
+  // A row of buttons, one pressed; label: what they choose, written before them.
+  function switchBar(names, onPick, className, label) {
     var bar = el("div", "explorer-switches" + (className ? " " + className : ""));
     bar.setAttribute("role", "group");
+    if (label) {
+      var name = el("span", "explorer-switches-label", label);
+      name.id = "switches-" + (++switchBars);
+      bar.setAttribute("aria-labelledby", name.id);
+      bar.appendChild(name);
+    }
     var buttons = names.map(function (name, k) {
       var b = button(name, function () { onPick(k); press(k); });
       b.dataset.state = name;
@@ -134,8 +154,11 @@
     return {bar: bar, buttons: buttons, press: press};
   }
 
-  // The chosen row's weights, one chip per key: what the grid's cells say, with digits.
-  function chips(readout, title, labels, values, inks) {
+  var switchBars = 0;
+
+  // The chosen row's weights, one chip per key: what the grid's cells say, with digits. A
+  // key named by its token and its position (keyName) says how, once, under the chips.
+  function chips(readout, title, labels, values, inks, named) {
     readout.textContent = "";
     readout.appendChild(el("p", "explorer-readout-title", title));
     var list = el("div", "explorer-chips");
@@ -146,9 +169,20 @@
       list.appendChild(chip);
     });
     readout.appendChild(list);
+    if (named) readout.appendChild(el("p", "explorer-key-legend", "Each key: its token @ its position."));
   }
 
+  // A key as its token at its position, "25@11": a dot between two numbers ("11·25") read
+  // as a decimal or a product.
+  function keyName(token, position) { return token + "@" + position; }
+
   function quoted(token) { return "\u201c" + token + "\u201d"; }
+
+  // A name inside parentheses: a thin space between a superscript and a closing parenthesis
+  // ("softmax(X X\u1d40)"), whose glyphs otherwise touch.
+  function inParentheses(name) {
+    return ("(" + name + ")").replace(/([\u00b2\u00b3\u00b9\u1d2c-\u1d6a\u2070-\u209c])(?=\))/g, "$1\u2009");
+  }
 
   function setupRows(figure) {
     if (figure.dataset.ready) return;
@@ -161,7 +195,7 @@
     var query = 0;
     var table = figure.querySelector("table");
     var rows = table.tBodies[0].rows;
-    var labels = data.tokens.map(function (t, j) { return compact ? j + "\u00b7" + t : t; });
+    var labels = data.tokens.map(function (t, j) { return compact ? keyName(t, j) : t; });
 
     var readout = el("div", "explorer-readout");
     readout.setAttribute("aria-live", "polite");
@@ -188,8 +222,8 @@
       });
       if (switches) switches.press(names.indexOf(state));
       var where = compact ? " at position " + query : "";
-      chips(readout, "Query " + quoted(data.tokens[query]) + where + " attends to (" + state + "):",
-            labels, weights[query], inks);
+      chips(readout, "Query " + quoted(data.tokens[query]) + where + " attends to " + inParentheses(state) + ":",
+            labels, weights[query], inks, compact);
     }
     figure.explorerShow = function (name) { state = name; render(); };
     render();
@@ -344,11 +378,11 @@
       }
       var labels = [], values = [];
       for (var key = from; key <= query; key++) {
-        labels.push(key + "\u00b7" + data.tokens[key]);
+        labels.push(keyName(data.tokens[key], key));
         values.push(data.weights[query][key]);
       }
       chips(readout, "Query " + quoted(data.tokens[query]) + " at position " + query + " reads:",
-            labels, values, inks);
+            labels, values, inks, true);
     }
     var current = 0, query;
     var set = stepControls(figure, n, function (k) { return "Step " + (k + 1) + " of " + n; },
@@ -382,12 +416,12 @@
         row.cells[2].textContent = fmt(probs[i]);
       });
     }
-    var keeps = switchBar(data.keeps, function (k) { keep = k; render(); });
+    var keeps = switchBar(data.keeps, function (k) { keep = k; render(); }, null, "Keep:");
     keeps.press(keep);
     figure.prepend(keeps.bar);
     var set = stepControls(figure, data.temperatures.length, function (k) {
       return "temperature " + data.temperatures[k];
-    }, function (k) { t = k; render(); }, t, true, ["Colder", "Warmer"]);
+    }, function (k) { t = k; render(); }, t, true, ["Colder", "Warmer"], data.temperatures);
     figure.querySelector(".explorer-steps input").setAttribute("aria-label", "temperature");
     set(t);
   }

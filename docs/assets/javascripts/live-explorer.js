@@ -47,12 +47,19 @@
     input.spellcheck = false;
     input.autocomplete = "off";
     input.setAttribute("autocapitalize", "characters");
-    input.setAttribute("aria-describedby", "live-help");
+    input.maxLength = model.context;  // the model's context: it reads no more tokens
+    input.setAttribute("aria-describedby", "live-help live-error");
     label.appendChild(input);
     var help = el("p", "live-help", "One symbol per token, up to " + model.context + " of the " +
                   symbols.length + ": the letters A to Z and the digits 2 to 7.");
     help.id = "live-help";
-    controls.append(examples.bar, label, help);
+    // What is wrong with the text typed, under the field and marked as such: the status
+    // under the grid goes on describing the figure.
+    var error = el("p", "live-error");
+    error.id = "live-error";
+    error.setAttribute("role", "alert");
+    error.hidden = true;
+    controls.append(examples.bar, label, error, help);
     figure.prepend(controls);
 
     var status = figure.querySelector(".live-status");
@@ -71,9 +78,11 @@
         compute(state.text, false);
       });
       b.classList.add("live-head");
-      // The name starts with the button's text (WCAG 2.5.3); pressed = switched off.
-      b.setAttribute("aria-label", "L" + layer + " H" + head + ": switch off layer " + layer +
-                     ", head " + head);
+      // The name starts with the button's text (WCAG 2.5.3); pressed = the head at work, as
+      // a pressed switch is on: a click switches it off (the button then stands out, its row
+      // hatched).
+      b.setAttribute("aria-label", "L" + layer + " H" + head + ": layer " + layer + ", head " +
+                     head + " at work");
       row.cells[0].textContent = "";
       row.cells[0].appendChild(b);
       buttons.push({button: b, row: row, layer: layer, head: head});
@@ -105,7 +114,7 @@
     var setTemperature = ui.stepControls(next, temperatures.length, function (k) {
       return "temperature " + temperatures[k];
     }, function (k) { state.temperature = temperatures[k]; if (state.run) render(); },
-    temperatures.indexOf(1), true, ["Colder", "Warmer"]);
+    temperatures.indexOf(1), true, ["Colder", "Warmer"], temperatures);
     next.querySelector(".explorer-steps input").setAttribute("aria-label", "temperature");
     var check = el("p", "live-check");
     next.insertAdjacentElement("afterend", check);
@@ -120,11 +129,15 @@
         !letters.length ? "Type at least one symbol." :
         letters.length > model.context ? "At most " + model.context + " tokens: the model's context." : "";
       if (problem) {
-        status.textContent = problem + " The figure still shows " + state.text + ".";
+        error.textContent = "Not run: " + problem + " The figure still shows " + state.text + ".";
+        error.hidden = false;
         input.setAttribute("aria-invalid", "true");
         return;
       }
-      input.removeAttribute("aria-invalid");
+      if (newText) {  // the field's own text ran (a head switched runs the last good one)
+        error.hidden = true;
+        input.removeAttribute("aria-invalid");
+      }
       state.text = letters;
       state.tokens = letters.split("").map(function (c) { return symbols.indexOf(c); });
       if (newText) state.query = query === undefined ? state.tokens.length - 1 : query;
@@ -140,9 +153,12 @@
       var tokens = state.tokens, T = tokens.length, q = state.query, run = state.run;
       var after = [];  // positions after an earlier occurrence of the query's token
       for (var p = 0; p < q; p++) if (tokens[p] === tokens[q]) after.push(p + 1);
-      // The header: one symbol per token, the query's marked.
+      // The header: one symbol per token, the query's marked. A short sequence keeps cells
+      // no wider than 3em: the grid's columns share its width, and two tokens stretched
+      // theirs across the page.
       fit(headRow, T, "th");
       fit(marks, T, "td");
+      table.style.maxWidth = "calc(4.4em + " + 3 * T + "em)";
       for (var j = 0; j < T; j++) {
         var th = headRow.cells[j + 1];
         th.textContent = symbols[tokens[j]];
@@ -152,7 +168,7 @@
       }
       buttons.forEach(function (b) {
         var off = indexOf(state.off, b.layer, b.head) >= 0;
-        b.button.setAttribute("aria-pressed", String(off));
+        b.button.setAttribute("aria-pressed", String(!off));
         b.row.dataset.state = off ? "off" : "on";
         fit(b.row, T, "td");
         var weights = run.weights[b.layer][b.head][q];

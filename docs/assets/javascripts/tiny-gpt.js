@@ -6,12 +6,13 @@
    tests/test_live_model.py checks that each quoted line is in that file). It keeps what
    record_attention() keeps, every head's weights, and can switch heads off as ablate()
    does. Dropout does nothing in eval mode, so no step stands for it. The numbers are
-   float64 on float32 weights and PyTorch computes in float32: the two differ by rounding
-   only (the site's tests allow 1e-4).
+   float64 on float32 weights; the site's tests run PyTorch in float64 on the same weights
+   and allow a difference of 1e-9 (live_model.BROWSER_TOLERANCE; rounding gives about 1e-16).
 
    The weights come from the file the build writes beside the page
-   (llm_attention_site.live_model.weights_file, in the safetensors layout). Loaded only
-   when the reader opens the live explorer (live-explorer.js). */
+   (llm_attention_site.live_model.weights_file, in the safetensors layout), with the two
+   numbers the shapes do not give: the heads per layer and the layer norms' epsilon. Loaded
+   only when the reader opens the live explorer (live-explorer.js). */
 (function () {
   "use strict";
 
@@ -29,8 +30,13 @@
       tensors[name] = {shape: entry.shape,
                        data: new Float32Array(buffer, 8 + length + range[0], (range[1] - range[0]) / 4)};
     });
-    var metadata = header.__metadata__;
-    return {tensors: tensors, numHeads: parseInt(metadata.num_heads, 10)};
+    var metadata = header.__metadata__ || {};
+    var numHeads = parseInt(metadata.num_heads, 10), eps = parseFloat(metadata.layer_norm_eps);
+    if (!(numHeads > 0) || !(eps > 0)) {
+      throw new Error("the file's metadata must give num_heads and layer_norm_eps, got " +
+                      JSON.stringify(metadata));
+    }
+    return {tensors: tensors, numHeads: numHeads, layerNormEps: eps};
   }
 
   // nn.Linear: y = x W^T + b, W of shape (out, in) stored row by row. x: T rows.
@@ -48,14 +54,15 @@
   }
 
   // gpt.py: self.norm1 = nn.LayerNorm(emb_dim)
-  // Over each row, (x - mean) / sqrt(variance + 1e-5), the variance without Bessel's
-  // correction, then times weight plus bias: PyTorch's defaults.
-  function layerNorm(x, norm) {
+  // Over each row, (x - mean) / sqrt(variance + eps), the variance without Bessel's
+  // correction, then times weight plus bias, as PyTorch computes it; eps is the model's,
+  // from the file (PyTorch's default, 1e-5, for this model).
+  function layerNorm(x, norm, eps) {
     return x.map(function (row) {
       var d = row.length, mean = 0, variance = 0;
       for (var i = 0; i < d; i++) mean += row[i] / d;
       for (i = 0; i < d; i++) variance += (row[i] - mean) * (row[i] - mean) / d;
-      var y = new Float64Array(d), scale = 1 / Math.sqrt(variance + 1e-5);
+      var y = new Float64Array(d), scale = 1 / Math.sqrt(variance + eps);
       for (i = 0; i < d; i++) y[i] = (row[i] - mean) * scale * norm.weight.data[i] + norm.bias.data[i];
       return y;
     });
@@ -151,17 +158,20 @@
       var off = new Set(switchedOff.filter(function (lh) { return lh[0] === layer; })
                                    .map(function (lh) { return lh[1]; }));
       // gpt.py: attended = self.att(self.norm1(x), padding_mask, cache=cache)  # (B, T, d)
-      var attended = attention(layerNorm(x, block.norm1), block.att, model.numHeads, off);
+      var attended = attention(layerNorm(x, block.norm1, model.layerNormEps), block.att,
+                               model.numHeads, off);
       weights.push(attended.weights);
       // gpt.py: x = x + self.drop_shortcut(attended)  # (B, T, d)
       x = add(x, attended.out);
       // gpt.py: return x + self.drop_shortcut(self.ff(self.norm2(x)))  # (B, T, d)
       var ff = block.ff;  // nn.Sequential: 0 Linear(d, 4d), 1 GELU, 2 Linear(4d, d)
-      x = add(x, linear(gelu(linear(layerNorm(x, block.norm2), ff["0"].weight, ff["0"].bias)),
+      var normed = layerNorm(x, block.norm2, model.layerNormEps);
+      x = add(x, linear(gelu(linear(normed, ff["0"].weight, ff["0"].bias)),
                         ff["2"].weight, ff["2"].bias));
     }
     // gpt.py: return self.out_head(self.final_norm(x))  # (B, T, d) -> (B, T, V)
-    var logits = linear(layerNorm(x, module(t, "final_norm")), t["out_head.weight"], null);
+    var logits = linear(layerNorm(x, module(t, "final_norm"), model.layerNormEps),
+                        t["out_head.weight"], null);
     return {weights: weights, logits: logits, probabilities: logits.map(softmax)};
   }
 
@@ -173,7 +183,8 @@
     }).then(function (buffer) {
       var read = readWeights(buffer), layers = 0;
       while (read.tensors["trf_blocks." + layers + ".norm1.weight"]) layers++;
-      return {tensors: read.tensors, numHeads: read.numHeads, numLayers: layers,
+      return {tensors: read.tensors, numHeads: read.numHeads, layerNormEps: read.layerNormEps,
+              numLayers: layers,
               vocabSize: read.tensors["tok_emb.weight"].shape[0],
               context: read.tensors["pos_emb.weight"].shape[0]};
     });
