@@ -38,10 +38,10 @@ the state of a prefix for reuse.
 ``from_hf_state_dict`` renames transformers' ``NemotronHMamba2Mixer``,
 ``GraniteMoeHybridMambaLayer``, ``FalconH1Mixer`` or ``BambaMixer`` weights.
 
-Builds on ``checks.py``, ``delta_cache.py``, ``delta_rule.py``, ``hf_config.py`` and
-``ssd.py`` of this package, imported relatively: copy them with this file, under any
-package name (its API page offers the set as one download). MIT licence: keep the first
-two lines of each file.
+Builds on ``checks.py``, ``delta_cache.py``, ``hf_config.py`` and ``ssd.py`` of this
+package (and what they build on), imported relatively: copy them with this file, under
+any package name (its API page offers the set as one download). MIT licence: keep the
+first two lines of each file.
 """
 
 from __future__ import annotations
