@@ -571,3 +571,90 @@ def test_nemotron_h_clamps_the_step_size_in_prefill_but_not_in_its_decoding_step
         steps = torch.cat([module(hidden[:, t:t + 1], mask[:, t:t + 1].bool(), cache=cache)
                            for t in range(LENGTH)], dim=1)
     torch.testing.assert_close(steps[mask.bool()], whole[mask.bool()], **TOL)
+
+
+# ---- config.json dicts read as transformers reads them -----------------------------------
+
+# Nemotron-H: a Nemotron 3 Nano-shaped config.json as copied by others (NVIDIA-NeMo/
+# Megatron-Bridge, tests/unit_tests/models/nemotronh/test_nemotron_h_bridge.py, its
+# active_nemotronh_config_dict: a test fixture, not necessarily the published file), with the
+# older spellings (hybrid_override_pattern, no head_dim).
+NEMOTRON_H_JSON = dict(
+    model_type="nemotron_h", hidden_size=2688, num_hidden_layers=52,
+    hybrid_override_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    num_attention_heads=32, num_key_value_heads=2, attention_head_dim=128,
+    mamba_num_heads=64, mamba_head_dim=64, n_groups=8, ssm_state_size=128, conv_kernel=4,
+    chunk_size=128, expand=2, use_conv_bias=True, mamba_proj_bias=False, use_bias=False,
+    mamba_hidden_act="silu", layer_norm_epsilon=1e-5, max_position_embeddings=8192,
+    intermediate_size=1856, vocab_size=131072,
+)
+# Falcon-H1: the 0.5B config.json as copied by others (NVIDIA-NeMo/Megatron-Bridge,
+# tests/unit_tests/models/falcon_h1/test_falcon_h1_bridge.py, FALCON_H1_500M_CONFIG):
+# head_dim 64 is not hidden_size / num_attention_heads, and the gate-only path (no norm).
+FALCON_H1_JSON = dict(
+    model_type="falcon_h1", hidden_size=1024, num_hidden_layers=36, num_attention_heads=8,
+    num_key_value_heads=2, head_dim=64, intermediate_size=2048, key_multiplier=0.39062499999999994,
+    attention_in_multiplier=1.0, attention_out_multiplier=0.9375, mamba_chunk_size=128,
+    mamba_conv_bias=True, mamba_d_conv=4, mamba_d_head=64, mamba_d_state=128, mamba_expand=2,
+    mamba_n_groups=1, mamba_n_heads=24, mamba_norm_before_gate=False, mamba_proj_bias=False,
+    mamba_rms_norm=False, max_position_embeddings=16384, projectors_bias=False,
+    mamba_d_ssm=1536,  # absent from the copy; transformers refuses the copy without it
+    # (24 heads of 64 are not mamba_expand 2 x hidden_size 1024)
+    rms_norm_eps=1e-5, rope_theta=1e11, ssm_in_multiplier=1.25,
+    ssm_multipliers=[0.3535533905932738, 0.25, 0.3535533905932738, 0.5, 0.3535533905932738],
+    ssm_out_multiplier=0.23570226039551587, vocab_size=32784,
+)
+# The other families' config.json spellings (small, not published sizes): Granite's
+# "mamba"/"attention" layer names and NoPE; Bamba's attention indices and top-level
+# rope_theta; OLMo-Hybrid without rotary positions (a null rope_theta) and with
+# rope_parameters null (which transformers fills with rope_theta 10000: rotary after all).
+GRANITE_JSON = dict(
+    model_type="granitemoehybrid", hidden_size=64, num_hidden_layers=4,
+    layer_types=["mamba", "mamba", "attention", "mamba"], num_attention_heads=4,
+    num_key_value_heads=2, attention_multiplier=0.0078125, position_embedding_type="nope",
+    rope_theta=10000, mamba_n_heads=8, mamba_d_head="auto", mamba_d_state=16,
+    mamba_n_groups=2, mamba_expand=2, num_local_experts=0, max_position_embeddings=128,
+)
+BAMBA_JSON = dict(
+    model_type="bamba", hidden_size=64, num_hidden_layers=4, attn_layer_indices=[2],
+    num_attention_heads=4, num_key_value_heads=2, rope_theta=10000, mamba_n_heads=8,
+    mamba_d_state=16, mamba_n_groups=2, max_position_embeddings=128,
+)
+OLMO_HYBRID_JSON = dict(
+    model_type="olmo_hybrid", hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+    num_key_value_heads=4, linear_num_key_heads=2, linear_num_value_heads=4,
+    linear_key_head_dim=8, linear_value_head_dim=16,
+    rope_parameters={"rope_type": "default", "rope_theta": None},
+    max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+)
+CONFIG_JSONS = dict(nemotron_h=NEMOTRON_H_JSON, falcon_h1=FALCON_H1_JSON,
+                    granitemoehybrid=GRANITE_JSON, bamba=BAMBA_JSON, olmo_hybrid=OLMO_HYBRID_JSON,
+                    olmo_hybrid_null_rope=dict(OLMO_HYBRID_JSON, rope_parameters=None))
+
+
+@pytest.mark.parametrize("family", CONFIG_JSONS)
+def test_a_config_json_reads_as_transformers_reads_it(family):
+    """Every layer's kind, token mixers and options: the same from the dict as from the
+    config object transformers makes of it (older names, defaults, legacy layer names)."""
+    from transformers import AutoConfig
+
+    from llm_attention.hf_config import (
+        linear_attention_options, mamba2_options, modern_attention_options,
+    )
+
+    as_json = CONFIG_JSONS[family]
+    config = AutoConfig.for_model(**as_json)
+    olmo = as_json["model_type"] == "olmo_hybrid"
+    readers = dict(linear_attention=linear_attention_options if olmo else mamba2_options,
+                   full_attention=modern_attention_options)
+    seen = set()
+    for i in range(config.num_hidden_layers):
+        assert layer_kind(as_json, i) == layer_kind(config, i), i
+        assert mixer_names(as_json, i) == mixer_names(config, i), i
+        for kind in mixer_names(config, i).values():
+            seen.add(kind)
+            assert readers[kind](as_json, i) == readers[kind](config, i), (i, kind)
+    assert seen == {"linear_attention", "full_attention"}
+    if olmo:  # rotary exactly where transformers' model builds a rotary table
+        rotary = config.rope_parameters and config.rope_parameters.get("rope_theta")
+        assert modern_attention_options(as_json, 3).get("nope", False) == (not rotary)

@@ -38,8 +38,8 @@ family           what differs from Llama
 ``falcon_h1``    keys times ``key_multiplier`` (a score scale); a Mamba-2 layer beside
                  the attention of every layer
 ``bamba``        rotary on half of each head; Mamba-2 layers between
-``olmo_hybrid``  QK-norm over all heads together; rotary only when the config gives
-                 a ``rope_theta``; Gated DeltaNet layers between
+``olmo_hybrid``  QK-norm over all heads together; no rotary when its ``rope_theta``
+                 is null; Gated DeltaNet layers between
 ===============  =============================================================
 
 ``kv_source_layer(config, layer_idx)`` names the earlier layer whose keys and values a
@@ -316,7 +316,8 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
         dropout=float(values.get("attention_dropout", 0.0) or 0.0),
         num_heads=heads, num_kv_heads=values.get("num_key_value_heads") or heads,
         head_dim=values.get("head_dim") or width // heads, qkv_bias=bias,
-        out_bias=bias, **({} if hybrid.get("nope") else rope_options(values, kind)),
+        out_bias=bias, **({} if hybrid.get("nope") or "rope_base" in hybrid
+                          else rope_options(values, kind)),
     )
     options.update(hybrid)
     if kind == "sliding_attention":
@@ -359,7 +360,8 @@ def hybrid_attention_options(values: dict) -> dict:
     head_dim = values.get("head_dim") or (
         values["hidden_size"] // values["num_attention_heads"])
     if family == "nemotron_h":  # NemotronHAttention: no rotary, no bias, ever
-        return dict(nope=True, qkv_bias=False, out_bias=False)
+        return dict(nope=True, qkv_bias=False, out_bias=False,
+                    head_dim=values.get("head_dim") or 128)  # NemotronHConfig's default
     if family == "granitemoehybrid":  # the score scale replaces 1 / sqrt(d_h)
         return dict(scale=float(values.get("attention_multiplier", 1.0)),
                     nope=values.get("position_embedding_type") != "rope")
@@ -368,10 +370,25 @@ def hybrid_attention_options(values: dict) -> dict:
     if family == "bamba":  # BambaConfig sets 0.5 whatever the config.json says
         params = values.get("rope_parameters") or {}
         return dict(partial_rotary_factor=params.get("partial_rotary_factor", 0.5))
-    params = values.get("rope_parameters") or {}  # olmo_hybrid: released without rope
-    return dict(qk_norm=True, qk_norm_across_heads=True,
-                norm_eps=values.get("rms_norm_eps", 1e-6),
-                nope=params.get("rope_theta", values.get("rope_theta")) is None)
+    return dict(qk_norm=True, qk_norm_across_heads=True,  # olmo_hybrid
+                norm_eps=values.get("rms_norm_eps", 1e-6), **olmo_hybrid_rope(values))
+
+
+def olmo_hybrid_rope(values: dict) -> dict:
+    """OLMo-Hybrid turns no positions when its ``rope_theta`` is null (inside
+    ``rope_parameters`` or beside it); a config that names no ``rope_theta`` at all
+    gets transformers' default, 10000, as ``PreTrainedConfig`` fills it in."""
+    params = values.get("rope_parameters")
+    if isinstance(params, dict) and "rope_theta" in params:
+        theta = params["rope_theta"]
+    else:
+        theta = values.get("rope_theta", 10_000.0)  # a null one stays null
+    if theta is None:
+        return dict(nope=True)
+    if not isinstance(params, dict) or "rope_theta" not in params:
+        return dict(rope_base=float(theta), rope_scaling=None,
+                    partial_rotary_factor=1.0)
+    return {}  # the usual rope_options read it
 
 
 def llama4_options(values: dict, nope: bool) -> dict:
