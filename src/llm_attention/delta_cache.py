@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 The llm-attention authors
 """What a linear-attention layer keeps between calls: the last inputs of its short
-convolution and its delta-rule state. Nothing grows with the tokens read.
+convolution and its state (the delta rule's, or Mamba-2's). Nothing grows with the
+tokens read.
 
 Shapes: ``B`` batch, ``H`` heads, ``d_k`` key width, ``d_v`` value width, ``C`` the
 convolved channels (queries, keys and values side by side), ``K`` the convolution's
@@ -32,10 +33,11 @@ the first two lines of each file.
 from __future__ import annotations
 
 import copy
+import math
 
 import torch
 
-from .checks import check_size
+from .checks import check_inputs, check_size
 
 
 # --8<-- [start:cache]
@@ -208,6 +210,37 @@ def run_in_pieces(layer, x, padding_mask, cache):
         for start, end in zip(ends, ends[1:])
     ]
     return torch.cat(pieces, dim=1)  # (B, T, d_out)
+
+
+def check_state_call(x, padding_mask, cache, weight, cache_shapes) -> None:
+    """The checks of a state layer's call, before any tensor work: ``x`` ``(B, T,
+    d_in)`` of any length in ``weight``'s dtype and device; ``cache`` None or a
+    ``DeltaStateCache`` of the shapes ``cache_shapes(B)`` gives; ``padding_mask`` left
+    padding only, after what the cache's rows have read."""
+    check_inputs(x, padding_mask, weight.shape[1], math.inf, weight)  # no limit
+    if cache is not None:
+        check_state_cache(cache, cache_shapes(x.shape[0]))
+    if padding_mask is not None:
+        check_left_padding(padding_mask, None if cache is None else cache.started)
+
+
+def state_cache_shapes(batch_size: int, num_heads: int, key_head_dim: int,
+                       value_head_dim: int, conv: torch.nn.Conv1d) -> tuple:
+    """The window's ``(B, C, K - 1)`` and the state's ``(B, H, d_k, d_v)`` shapes for a
+    layer whose short convolution is ``conv``."""
+    return ((batch_size, conv.in_channels, conv.kernel_size[0] - 1),
+            (batch_size, num_heads, key_head_dim, value_head_dim))
+
+
+def make_state_cache(batch_size: int, num_heads: int, key_head_dim: int,
+                     value_head_dim: int, conv: torch.nn.Conv1d) -> DeltaStateCache:
+    """An empty cache for a layer whose short convolution is ``conv``, in its dtype and
+    on its device."""
+    weight = conv.weight
+    return DeltaStateCache(
+        batch_size, num_heads, key_head_dim, value_head_dim, conv.in_channels,
+        conv.kernel_size[0], dtype=weight.dtype, device=weight.device,
+    )
 
 
 def check_state_cache(cache, expected: tuple) -> None:

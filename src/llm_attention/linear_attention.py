@@ -45,9 +45,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_flag, check_inputs, check_size
+from .checks import check_flag, check_size
 from .delta_cache import (
-    DeltaStateCache, check_left_padding, check_state_cache, run_in_pieces,
+    DeltaStateCache, check_state_call, check_state_cache, make_state_cache,
+    run_in_pieces, state_cache_shapes,
 )
 from .delta_rule import chunked, recurrent, step, step_in_place
 from .hf_config import config_dict, linear_attention_options, rename_weights
@@ -135,12 +136,9 @@ class DeltaRuleLayer(nn.Module):
     def forward(self, x, padding_mask=None, *, cache=None):
         """Read ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``. With a
         ``DeltaStateCache``, ``x`` holds only the new tokens."""
-        weight = self.W_qkv.weight
-        check_inputs(x, padding_mask, weight.shape[1], math.inf, weight)  # no limit
+        check_state_call(x, padding_mask, cache, self.W_qkv.weight,
+                         self.make_cache_shapes)
         check_form(self.form)
-        self.check_cache(cache, x)
-        if padding_mask is not None:
-            check_left_padding(padding_mask, None if cache is None else cache.started)
         pieces = run_in_pieces(self, x, padding_mask, cache)  # stops to keep snapshots
         if pieces is not None:
             return pieces  # (B, T, d_out)
@@ -229,23 +227,21 @@ class DeltaRuleLayer(nn.Module):
 
     def make_cache_shapes(self, batch_size: int) -> tuple:
         """The window's and the state's shapes for ``batch_size`` sequences."""
-        return ((batch_size, self.conv.in_channels, self.conv.kernel_size[0] - 1),
-                (batch_size, self.num_heads, self.key_head_dim, self.value_head_dim))
+        return state_cache_shapes(batch_size, self.num_heads, self.key_head_dim,
+                                  self.value_head_dim, self.conv)
 
     def make_cache(self, batch_size: int) -> DeltaStateCache:
         """An empty ``DeltaStateCache`` for this layer."""
-        weight = self.W_qkv.weight
-        return DeltaStateCache(
-            batch_size, self.num_heads, self.key_head_dim, self.value_head_dim,
-            self.conv.in_channels, self.conv.kernel_size[0], dtype=weight.dtype,
-            device=weight.device,
-        )
+        return make_state_cache(batch_size, self.num_heads, self.key_head_dim,
+                                self.value_head_dim, self.conv)
 
     def extra_repr(self) -> str:
+        extra = ", negative_eigenvalues=True" if getattr(
+            self, "negative_eigenvalues", False) else ""
         return (f"num_heads={self.num_heads}, num_key_heads={self.num_key_heads}, "
                 f"key_head_dim={self.key_head_dim}, "
                 f"value_head_dim={self.value_head_dim}, form={self.form!r}, "
-                f"chunk_size={self.chunk_size}")
+                f"chunk_size={self.chunk_size}{extra}")
 
 
 def check_form(form: object) -> None:

@@ -53,12 +53,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_flag, check_inputs, check_size
+from .checks import check_flag, check_size
 from .delta_cache import (
-    DeltaStateCache, check_left_padding, check_state_cache, run_in_pieces,
+    DeltaStateCache, check_state_call, make_state_cache, run_in_pieces,
+    state_cache_shapes,
 )
 from .hf_config import mamba2_options, rename_weights
-from .ssd import chunked, recurrent, step
+from .ssd import chunked, recurrent
 
 FORMS = ("chunked", "recurrent")
 
@@ -194,13 +195,9 @@ class Mamba2(nn.Module):
     def forward(self, x, padding_mask=None, *, cache=None):
         """Read ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``. With a
         ``DeltaStateCache``, ``x`` holds only the new tokens."""
-        weight = self.W_in.weight
-        check_inputs(x, padding_mask, weight.shape[1], math.inf, weight)  # no limit
+        check_state_call(x, padding_mask, cache, self.W_in.weight,
+                         self.make_cache_shapes)
         check_form(self.form)
-        if cache is not None:
-            check_state_cache(cache, self.make_cache_shapes(x.shape[0]))
-        if padding_mask is not None:
-            check_left_padding(padding_mask, None if cache is None else cache.started)
         pieces = run_in_pieces(self, x, padding_mask, cache)  # stops to keep snapshots
         if pieces is not None:
             return pieces  # (B, T, d_out)
@@ -235,18 +232,14 @@ class Mamba2(nn.Module):
             out = self.out_norm(out, gate)  # (B, T, I)
         else:
             out = out * F.silu(gate.to(dtype))  # (B, T, I): the gate alone
-        out = self.out_proj(out.to(x.dtype))  # (B, T, d_out)
-        if real is not None:
-            out = out * real  # (B, T, d_out): zeros at padding
         if cache is not None:
             cache.update(window, state, num_tokens, padding_mask)
-        return out
+        out = self.out_proj(out.to(x.dtype))  # (B, T, d_out)
+        return out if real is None else out * real  # (B, T, d_out): zeros at padding
 
     def short_conv(self, mixed: torch.Tensor, window: torch.Tensor):
-        """Causal depth-wise convolution over time: each of the ``C`` channels mixes
-        its own last ``K`` inputs. ``mixed`` ``(B, T, C)``, ``window`` ``(B, C, K - 1)``
-        (the inputs before these); returns SiLU of the result ``(B, T, C)`` and the
-        window after them ``(B, C, K - 1)``."""
+        """SiLU of the causal depth-wise convolution of ``mixed`` ``(B, T, C)``, read
+        after ``window`` ``(B, C, K - 1)``; returns it and the next window."""
         inputs = torch.cat((window, mixed.transpose(1, 2)), dim=-1)  # (B, C, K-1+T)
         out = F.silu(self.conv(inputs))  # (B, C, T): no padding, the window is it
         return out.transpose(1, 2), inputs[:, :, mixed.shape[1]:]  # .., (B, C, K - 1)
@@ -268,31 +261,22 @@ class Mamba2(nn.Module):
         return values, keys, queries  # (B, H, T, P), (B, H, T, N) twice
 
     def rule(self, queries, keys, values, g, dt, state):
-        """The rule in this layer's ``form``; one token takes one step."""
-        if queries.shape[2] == 1:  # decoding
-            if state is None:
-                state = values.new_zeros(*keys.shape[:2], self.state_size,
-                                         self.head_dim)  # (B, H, N, P)
-            out, state = step(queries[:, :, 0], keys[:, :, 0], values[:, :, 0],
-                              g[:, :, 0], dt[:, :, 0], state)  # (B, H, P)
-            return out.unsqueeze(2), state  # (B, H, 1, P)
-        if self.form == "recurrent":
-            return recurrent(queries, keys, values, g, dt, state)
+        """The rule in this layer's ``form``; one token (decoding) is one ``step``,
+        which is what ``recurrent`` runs for it."""
+        if self.form == "recurrent" or queries.shape[2] == 1:
+            return recurrent(queries, keys, values, g, dt, state)  # (B, H, T, P), ..
         return chunked(queries, keys, values, g, dt, state, self.chunk_size)
 
     def make_cache_shapes(self, batch_size: int) -> tuple:
         """The window's and the state's shapes for ``batch_size`` sequences."""
-        return ((batch_size, self.conv.in_channels, self.conv.kernel_size[0] - 1),
-                (batch_size, self.num_heads, self.state_size, self.head_dim))
+        return state_cache_shapes(batch_size, self.num_heads, self.state_size,
+                                  self.head_dim, self.conv)
 
     def make_cache(self, batch_size: int) -> DeltaStateCache:
-        """An empty ``DeltaStateCache`` for this layer."""
-        weight = self.W_in.weight
-        return DeltaStateCache(
-            batch_size, self.num_heads, self.state_size, self.head_dim,
-            self.conv.in_channels, self.conv.kernel_size[0], dtype=weight.dtype,
-            device=weight.device,
-        )
+        """An empty ``DeltaStateCache`` for this layer: the window ``(B, C, K - 1)``
+        and the state ``(B, H, N, P)``."""
+        return make_state_cache(batch_size, self.num_heads, self.state_size,
+                                self.head_dim, self.conv)
 
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, head_dim={self.head_dim}, "
