@@ -12,7 +12,10 @@ layer's transformers token mixer: ``model.layers[i].self_attn``, ``.linear_attn`
 ``mixer`` names a token mixer as transformers' attribute does
 (``hf_config.mixer_names``): a Falcon-H1 layer has two side by side, and needs
 ``mixer="mamba"`` or ``mixer="self_attn"``; on a layer with one, ``mixer`` may only
-name that one. A Nemotron-H MLP or MoE block has no token mixer, and is refused.
+name that one. A Nemotron-H MLP or MoE block has no token mixer, and is refused. The
+module computes what that submodule computes; what the decoder layer does around it
+(Granite's ``residual_multiplier``, Falcon-H1's ``attention_in_multiplier``,
+``attention_out_multiplier`` and ``ssm_out_multiplier``) stays outside.
 
 The module it returns runs a causal prefill over positions ``0..T-1`` when called as
 ``module(x)`` on ``x`` ``(B, T, hidden_size)``, and returns ``(B, T, hidden_size)``.

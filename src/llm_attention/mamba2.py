@@ -23,6 +23,8 @@ each, as grouped-query attention shares keys (consecutive heads share a group).
 is an RMSNorm over each group's ``I / G`` channels and a SiLU gate ``z``: gate then
 norm (Nemotron-H, Granite, Bamba), norm then gate, or the gate alone (Falcon-H1's
 options). ``s_in`` and ``m`` (one multiplier per part) are Falcon-H1's; 1 elsewhere.
+Its decoder layer also scales this layer's output (``ssm_out_multiplier``): that stays
+outside, as it is outside transformers' ``FalconH1Mixer``.
 
 Padding: left padding only (``delta_cache.check_left_padding``). A padded position
 enters the convolution as zeros (after the projection: a projection bias does not
