@@ -446,8 +446,8 @@ def test_each_mechanism_is_reached_at_these_sizes(family, mechanism, monkeypatch
 @pytest.mark.parametrize("family", ["nemotron_h", "falcon_h1", "olmo_hybrid"])
 def test_the_state_carries_past_the_convolution_and_across_chunks(family):
     """A nudge to the first real token's input moves layer 0's output at the last token
-    (15 tokens and two of transformers' chunk boundaries later, far past the convolution's
-    4), in transformers and in ours alike."""
+    (14 tokens and two of transformers' chunk boundaries later, far past the convolution's
+    4 taps), in transformers and in ours alike."""
     config, model = built(family)
     ids, mask = batch()
     name = next(iter(mixer_names(config, 0)))

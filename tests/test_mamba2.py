@@ -198,7 +198,8 @@ def test_the_layer_forms_and_cached_decoding_agree_in_float64_with_gradients(nor
 
 def test_the_state_carries_past_the_convolution_and_across_chunks():
     """A change to the first token still moves the last output, 16 tokens and three
-    chunks of 5 later, far past the convolution's 4: through the state only."""
+    chunk boundaries (chunks of 5) later, far past the convolution's 4 taps: through the
+    state only."""
     module = layer()
     x = tokens(17)
     nudged = x.clone()
