@@ -226,6 +226,29 @@ EXAMPLES = {
             steps += [layer(x[:, t : t + 1], cache=cache) for t in (4, 5, 6)]
             result = (layer(x, padding), torch.cat(steps, dim=1), cache.state, kda(x))
     """,
+    "ssd.py": """
+        q, k, v = torch.randn(2, 3, 9, 4), torch.randn(2, 3, 9, 4), torch.randn(2, 3, 9, 5)
+        dt = torch.rand(2, 3, 9) * 0.5
+        g = -dt * torch.rand(2, 3, 1)
+        result = (m.recurrent(q, k, v, g, dt), m.chunked(q, k, v, g, dt, chunk_size=4),
+                  m.masked(q, k, v, g, dt),
+                  m.step(q[:, :, 0], k[:, :, 0], v[:, :, 0], g[:, :, 0], dt[:, :, 0],
+                         torch.zeros(2, 3, 4, 5)))
+    """,
+    "mamba2.py": """
+        layer = m.Mamba2(16, 16, 4, head_dim=4, state_size=6, num_groups=2, chunk_size=3,
+                         in_bias=True).eval()
+        x = torch.randn(2, 7, 16)
+        padding = torch.ones(2, 7, dtype=torch.bool)
+        padding[1, :2] = False
+        with torch.no_grad():
+            cache = layer.make_cache(2)
+            cache.save_at(5)
+            steps = [layer(x[:, :4], padding[:, :4], cache=cache)]
+            steps += [layer(x[:, t : t + 1], cache=cache) for t in (4, 5, 6)]
+            resumed = layer(x[:, 5:], cache=cache.snapshot(5))
+            result = (layer(x, padding), torch.cat(steps, dim=1), cache.state, resumed)
+    """,
     "ring_attention.py": """
         held = [m.balanced_positions(16, r, 2) for r in range(2)]
         result = (torch.stack(held), torch.tensor(m.causal_pairs(held)),

@@ -326,3 +326,33 @@ def test_a_left_padded_row_equals_its_prompt_alone(name, fast_path):
     x = torch.randn(3, 9, 16)
     together = module(x, padding())
     torch.testing.assert_close(together[1, 4:], module(x[1:2, 4:])[0], **TOL)
+
+
+def test_a_qk_norm_across_heads_normalises_each_projection_whole():
+    """OLMo-Hybrid's QK-norm: one mean square over all of ``H d_h`` (and ``H_kv d_h``), one
+    weight per channel; the layer equals one whose projections were normed by hand, and
+    differs from the per-head norm with the same (unit) weights."""
+    torch.manual_seed(0)
+    layer = ModernAttention(16, 16, 32, 0.0, 4, 2, qk_norm=True, qk_norm_across_heads=True,
+                            nope=True).eval()
+    assert layer.q_norm.weight.shape == (16,) and layer.k_norm.weight.shape == (8,)
+    x = torch.randn(2, 5, 16)
+    unnormed = {k: v for k, v in layer.state_dict().items() if "norm" not in k}
+    with torch.no_grad():
+        per_head = ModernAttention(16, 16, 32, 0.0, 4, 2, qk_norm=True, nope=True).eval()
+        per_head.load_state_dict(unnormed, strict=False)  # unit weights in both
+        assert (per_head(x) - layer(x)).abs().max() > 1e-3
+        layer.q_norm.weight.uniform_(0.5, 1.5)
+        layer.k_norm.weight.uniform_(0.5, 1.5)
+        plain = ModernAttention(16, 16, 32, 0.0, 4, 2, nope=True).eval()
+        plain.load_state_dict(unnormed)
+        for proj, norm in ((plain.W_query, layer.q_norm), (plain.W_key, layer.k_norm)):
+            out = proj(x)  # (B, T, H d_h): the whole projection, normed by hand
+            normed = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + norm.eps)
+            proj.forward = lambda _, normed=normed, w=norm.weight: normed * w
+        torch.testing.assert_close(layer(x), plain(x))
+    with pytest.raises(ValueError, match=r"qk_norm_across_heads=True needs qk_norm=True"):
+        ModernAttention(16, 16, 32, 0.0, 4, 2, qk_norm_across_heads=True)
+    with pytest.raises(ValueError, match=r"no output_gate, values_from_keys or kv_shared"):
+        ModernAttention(16, 16, 32, 0.0, 4, 2, qk_norm=True, qk_norm_across_heads=True,
+                        output_gate=True)

@@ -41,6 +41,14 @@ family           what differs from Llama
                  rotary sets (half of each full head turned)
 ``minimax_m3_vl_text``  the full layers of MiniMax-M3: ``(1 + w)`` QK-norm, half
                  of each head turned (``minimax_m3_vl``: its ``text_config``)
+``nemotron_h``   no positions, no biases; Mamba-2 and MLP-only blocks between
+``granitemoehybrid``  score scale ``attention_multiplier``; rotary only when
+                 ``position_embedding_type`` is ``"rope"``; Mamba-2 layers between
+``falcon_h1``    keys times ``key_multiplier`` (a score scale); a Mamba-2 layer beside
+                 the attention of every layer
+``bamba``        rotary on half of each head; Mamba-2 layers between
+``olmo_hybrid``  QK-norm over all heads together; no rotary when its ``rope_theta``
+                 is null; Gated DeltaNet layers between
 ===============  =============================================================
 
 ``kv_source_layer(config, layer_idx)`` names the earlier layer whose keys and values a
@@ -65,8 +73,16 @@ earlier layer's choice; ``topk_source_layer`` names that layer).
 (``deepseek_v4``): sliding, compressed sparse or heavily compressed layers.
 
 ``linear_attention_options(config, layer_idx)`` gives the options of
-``GatedDeltaNet`` (``qwen3_next``, ``qwen3_5_text``) or ``KimiDeltaAttention``
-(``kimi_linear``), in ``linear_attention.py``, for a linear-attention layer.
+``GatedDeltaNet`` (``qwen3_next``, ``qwen3_5_text``, ``olmo_hybrid``) or
+``KimiDeltaAttention`` (``kimi_linear``), in ``linear_attention.py``, for a
+linear-attention layer; ``mamba2_options(config, layer_idx)`` those of ``Mamba2``
+(``mamba2.py``) for a Mamba-2 layer of ``nemotron_h``, ``granitemoehybrid``,
+``falcon_h1`` or ``bamba``.
+
+``mixer_names(config, layer_idx)`` names the token mixers of a decoder layer as
+transformers' attributes name them (``"self_attn"``, ``"linear_attn"``, ``"mamba"``,
+``"mixer"``): Falcon-H1 has two side by side, ``{"mamba": ..., "self_attn": ...}``;
+a Nemotron-H MLP or MoE block has none.
 
 A Qwen3.5 ``config.json`` (``model_type`` ``qwen3_5``) is read through its
 ``text_config``, as Gemma 3's is.
@@ -83,12 +99,23 @@ Needs only the standard library. MIT licence: keep the first two lines of each f
 
 from __future__ import annotations
 
+import math
+
+HYBRID_FAMILIES = (  # softmax attention between Mamba-2 or Gated DeltaNet layers
+    "nemotron_h", "granitemoehybrid", "falcon_h1", "bamba", "olmo_hybrid",
+)
 FAMILIES = (
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "gpt_oss",
     "qwen3_next", "qwen3_5_text", "llama4_text", "smollm3", "gemma4_text",
     "mimo_v2_flash", "laguna", "minimax_m3_vl_text",
+    *HYBRID_FAMILIES,
 )
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+# older config.json names of the kinds (transformers' _LEGACY_LAYER_TYPE_REMAP), and
+# Nemotron-H's pattern letters
+LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention"}
+NEMOTRON_PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp",
+                    "E": "moe"}
 # multimodal configs whose text model is a family here: model_type -> the text's
 TEXT_CONFIGS = {
     "gemma3": "gemma3_text", "llama4": "llama4_text", "gemma4": "gemma4_text",
@@ -191,12 +218,29 @@ def layer_type(values: dict, layer_idx: int) -> str:
         )
     if family == "deepseek_v4" and not values.get("layer_types"):
         return deepseek_v4_layer_types(values)[layer_idx]
-    if values.get("layer_types"):
-        kinds = values["layer_types"]
+    kinds = values.get("layer_types") or values.get("layers_block_type")
+    if family == "nemotron_h" and not kinds and values.get("hybrid_override_pattern"):
+        kinds = [NEMOTRON_PATTERN[c] for c in values["hybrid_override_pattern"]]
+    if kinds:
+        if layer_idx >= len(kinds):
+            raise ValueError(
+                f"layer_idx={layer_idx} is beyond the config's {len(kinds)} layers"
+            )
         if family == "gemma4_text" and layer_idx == len(kinds) - 1:
             return "full_attention"  # transformers makes Gemma 4's last layer full
+        if family in HYBRID_FAMILIES:  # their config.json may say "mamba", "attention"
+            return LEGACY_LAYER_TYPES.get(kinds[layer_idx], kinds[layer_idx])
         return kinds[layer_idx]
     position = layer_idx + 1
+    if family == "falcon_h1":  # attention and Mamba-2 side by side in every layer
+        return "hybrid"
+    if family == "bamba":  # attention where attn_layer_indices says, else Mamba-2
+        attention = layer_idx in (values.get("attn_layer_indices") or ())
+        return "full_attention" if attention else "linear_attention"
+    if family == "olmo_hybrid":  # transformers' default: every fourth layer full
+        last = num_layers is not None and position == num_layers
+        return "full_attention" if position % 4 == 0 or (
+            last and num_layers < 4) else "linear_attention"
     if family == "llama4_text":  # the layers with positions are the chunked ones
         return "chunked_attention" if uses_rope(values, layer_idx) else "full_attention"
     if family == "smollm3":  # a window, if any, on the layers without positions
@@ -309,6 +353,8 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
             "(causal only)"
         )
     kind = layer_type(values, layer_idx)
+    if family == "falcon_h1" and kind == "hybrid":  # its attention is a full one
+        kind = "full_attention"
     if kind not in LAYER_TYPES:
         raise ValueError(
             f"layer {layer_idx} of {family!r} is a {kind!r} layer, not softmax "
@@ -317,13 +363,16 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
     heads = values["num_attention_heads"]
     width = values["hidden_size"]
     bias = bool(values.get("attention_bias", False))
+    hybrid = hybrid_attention_options(values) if family in HYBRID_FAMILIES else {}
     options = dict(
         d_in=width, d_out=width, context_length=values["max_position_embeddings"],
         dropout=float(values.get("attention_dropout", 0.0) or 0.0),
         num_heads=heads, num_kv_heads=values.get("num_key_value_heads") or heads,
-        head_dim=values.get("head_dim") or width // heads,
-        qkv_bias=bias, out_bias=bias, **rope_options(values, kind),
+        head_dim=values.get("head_dim") or width // heads, qkv_bias=bias,
+        out_bias=bias, **({} if hybrid.get("nope") or "rope_base" in hybrid
+                          else rope_options(values, kind)),
     )
+    options.update(hybrid)
     if kind == "sliding_attention":
         options["window"] = values["sliding_window"]
     if kind == "chunked_attention":
@@ -462,6 +511,43 @@ def block_sparse_attention_options(config: object, layer_idx: int = 0) -> dict:
         options[ours] = legacy.get(old, values.get(field, default))
     return options
 # --8<-- [end:block_sparse]
+
+
+def hybrid_attention_options(values: dict) -> dict:
+    """The attention layers of the hybrid families, as transformers runs them."""
+    family = values["model_type"]
+    head_dim = values.get("head_dim") or (
+        values["hidden_size"] // values["num_attention_heads"])
+    if family == "nemotron_h":  # NemotronHAttention: no rotary, no bias, ever
+        return dict(nope=True, qkv_bias=False, out_bias=False,
+                    head_dim=values.get("head_dim") or 128)  # NemotronHConfig's default
+    if family == "granitemoehybrid":  # the score scale replaces 1 / sqrt(d_h)
+        return dict(scale=float(values.get("attention_multiplier", 1.0)),
+                    nope=values.get("position_embedding_type") != "rope")
+    if family == "falcon_h1":  # keys times key_multiplier: the same as a score scale
+        return dict(scale=float(values.get("key_multiplier", 1.0)) * head_dim**-0.5)
+    if family == "bamba":  # BambaConfig sets 0.5 whatever the config.json says
+        params = values.get("rope_parameters") or {}
+        return dict(partial_rotary_factor=params.get("partial_rotary_factor", 0.5))
+    return dict(qk_norm=True, qk_norm_across_heads=True,  # olmo_hybrid
+                norm_eps=values.get("rms_norm_eps", 1e-6), **olmo_hybrid_rope(values))
+
+
+def olmo_hybrid_rope(values: dict) -> dict:
+    """OLMo-Hybrid turns no positions when its ``rope_theta`` is null (inside
+    ``rope_parameters`` or beside it); a config that names no ``rope_theta`` at all
+    gets transformers' default, 10000, as ``PreTrainedConfig`` fills it in."""
+    params = values.get("rope_parameters")
+    if isinstance(params, dict) and "rope_theta" in params:
+        theta = params["rope_theta"]
+    else:
+        theta = values.get("rope_theta", 10_000.0)  # a null one stays null
+    if theta is None:
+        return dict(nope=True)
+    if not isinstance(params, dict) or "rope_theta" not in params:
+        return dict(rope_base=float(theta), rope_scaling=None,
+                    partial_rotary_factor=1.0)
+    return {}  # the usual rope_options read it
 
 
 def llama4_options(values: dict, nope: bool) -> dict:
@@ -700,7 +786,7 @@ def kimi_latent_options(values: dict, layer_idx: int, kind: str) -> dict:
     )
 
 
-LINEAR_FAMILIES = ("qwen3_next", "qwen3_5_text", "kimi_linear")
+LINEAR_FAMILIES = ("qwen3_next", "qwen3_5_text", "olmo_hybrid", "kimi_linear")
 # Kimi Linear's config.json nests these; transformers' config object flattens them
 KIMI_LINEAR_FIELDS = {"linear_num_heads": "num_heads", "linear_head_dim": "head_dim",
                       "linear_conv_kernel_dim": "short_conv_kernel_size"}
@@ -714,8 +800,9 @@ def _field(values: dict, name: str):
 
 # --8<-- [start:linear]
 def linear_attention_options(config: object, layer_idx: int = 0) -> dict:
-    """The keyword arguments of ``GatedDeltaNet`` (Qwen3-Next, Qwen3.5) or
-    ``KimiDeltaAttention`` (Kimi Linear) for linear-attention layer ``layer_idx``."""
+    """The keyword arguments of ``GatedDeltaNet`` (Qwen3-Next, Qwen3.5, OLMo-Hybrid)
+    or ``KimiDeltaAttention`` (Kimi Linear) for linear-attention layer
+    ``layer_idx``."""
     values = config_dict(config)
     family = values.get("model_type")
     if family not in LINEAR_FAMILIES:
@@ -734,6 +821,9 @@ def linear_attention_options(config: object, layer_idx: int = 0) -> dict:
                          "for the short convolution (silu only)")
     width = values["hidden_size"]
     options = dict(d_in=width, d_out=width, norm_eps=values.get("rms_norm_eps", 1e-6))
+    if family == "olmo_hybrid":  # its output norm's epsilon is fixed at 1e-5
+        options.update(norm_eps=1e-5, negative_eigenvalues=bool(
+            values.get("linear_allow_neg_eigval", True)))
     if family != "kimi_linear":
         return dict(
             options, num_heads=_field(values, "linear_num_value_heads"),
@@ -870,3 +960,106 @@ def compressed_attention_options(config: object, layer_idx: int = 0) -> dict:
                        index_head_dim=v["index_head_dim"], index_topk=v["index_topk"])
     return options
 # --8<-- [end:compressed]
+
+
+MAMBA2_FAMILIES = ("nemotron_h", "granitemoehybrid", "falcon_h1", "bamba")
+
+
+def _first(values: dict, names: tuple, default=None):
+    """The value of the first of ``names`` the config gives (new names first, then
+    the older ones transformers still reads), else ``default``."""
+    for name in names:
+        if values.get(name) is not None:
+            return values[name]
+    if default is None:
+        raise ValueError(f"the config of {values['model_type']!r} gives no {names[0]}")
+    return default
+
+
+# --8<-- [start:mamba2]
+def mamba2_options(config: object, layer_idx: int = 0) -> dict:
+    """The keyword arguments of ``Mamba2`` for Mamba-2 layer ``layer_idx`` of a
+    Nemotron-H, Granite 4.0 hybrid, Falcon-H1 or Bamba config, with transformers'
+    defaults where the config is silent."""
+    values = config_dict(config)
+    family = values.get("model_type")
+    if family not in MAMBA2_FAMILIES:
+        raise ValueError(
+            f"model_type {family!r} has no Mamba-2 layers here; expected one of "
+            f"{', '.join(MAMBA2_FAMILIES)}"
+        )
+    kind = layer_type(values, layer_idx)
+    if kind not in ("linear_attention", "hybrid"):
+        raise ValueError(
+            f"layer {layer_idx} of {family!r} is a {kind!r} layer, not Mamba-2; its "
+            "Mamba-2 layers are those of type 'linear_attention'"
+        )
+    act = values.get("mamba_hidden_act" if family == "nemotron_h" else "hidden_act")
+    if (act or "silu") != "silu":  # the short convolution's activation
+        raise ValueError(f"activation {act!r} is not implemented for the short "
+                         "convolution (silu only)")
+    width = values["hidden_size"]
+    if family == "nemotron_h":  # NemotronHMamba2Mixer ignores time_step_limit
+        heads = _first(values, ("mamba_num_heads",))
+        bias = bool(values.get("use_bias", False))
+        return dict(
+            d_in=width, d_out=width, num_heads=heads,
+            head_dim=_first(values, ("mamba_head_dim",)),
+            state_size=_first(values, ("ssm_state_size",)),
+            num_groups=_first(values, ("n_groups", "mamba_n_groups"), 8),
+            conv_kernel=_first(values, ("conv_kernel", "mamba_d_conv"), 4),
+            chunk_size=_first(values, ("chunk_size", "mamba_chunk_size"), 128),
+            time_step_limit=(_first(values, ("time_step_min", "mamba_dt_min"), 0.001),
+                             math.inf),
+            in_bias=bias, out_bias=bias,
+            conv_bias=bool(_first(values, ("use_conv_bias", "mamba_conv_bias"), True)),
+            norm_eps=values.get("layer_norm_epsilon", 1e-5),
+        )
+    heads = _first(values, ("mamba_n_heads",))
+    inner = int(values.get("mamba_expand", 2) * width)  # I
+    if family == "falcon_h1" and values.get("mamba_d_ssm") is not None:
+        inner = values["mamba_d_ssm"]
+    head_dim = values.get("mamba_d_head", "auto")
+    head_dim = inner // heads if head_dim in (None, "auto") else head_dim
+    limit = values.get("time_step_limit") or (0.0, math.inf)
+    proj_bias = bool(values.get("mamba_proj_bias", False))
+    options = dict(
+        d_in=width, d_out=width, num_heads=heads, head_dim=head_dim,
+        state_size=_first(values, ("mamba_d_state",)),
+        num_groups=values.get("mamba_n_groups", 1),
+        conv_kernel=values.get("mamba_d_conv", 4),
+        chunk_size=values.get("mamba_chunk_size", 256),
+        time_step_limit=tuple(float(v) for v in limit), in_bias=proj_bias,
+        out_bias=proj_bias, conv_bias=bool(values.get("mamba_conv_bias", True)),
+        norm_eps=values.get("rms_norm_eps",
+                            1e-6 if family == "granitemoehybrid" else 1e-5),
+    )
+    if family == "falcon_h1":  # its own biases, norm switch and multipliers
+        options.update(
+            out_bias=bool(values.get("projectors_bias", False)),
+            norm=bool(values.get("mamba_rms_norm", False)),
+            norm_before_gate=bool(values.get("mamba_norm_before_gate", True)),
+            in_multiplier=values.get("ssm_in_multiplier", 1.0),
+            projection_multipliers=tuple(values.get("ssm_multipliers") or (1.0,) * 5),
+        )
+    return options
+# --8<-- [end:mamba2]
+
+
+def mixer_names(config: object, layer_idx: int) -> dict:
+    """The token mixers of decoder layer ``layer_idx``, named as transformers names
+    the attributes that hold them, each with its kind: ``{"self_attn":
+    "full_attention"}``, ``{"linear_attn": "linear_attention"}``, ``{"mamba":
+    "linear_attention", "self_attn": "full_attention"}`` (Falcon-H1), or ``{}`` for a
+    block without one (Nemotron-H's ``"mlp"`` and ``"moe"`` blocks)."""
+    values = config_dict(config)
+    family, kind = values.get("model_type"), layer_type(values, layer_idx)
+    if family == "falcon_h1":
+        return {"mamba": "linear_attention", "self_attn": "full_attention"}
+    if family == "nemotron_h":
+        return {} if kind in ("mlp", "moe") else {"mixer": kind}
+    if kind == "linear_attention" and family in ("granitemoehybrid", "bamba"):
+        return {"mamba": kind}
+    if kind == "linear_attention" and family != "kimi_linear":
+        return {"linear_attn": kind}
+    return {"self_attn": kind}

@@ -2,12 +2,20 @@
 # Copyright (c) 2026 The llm-attention authors
 """One entry point for any decoder layer of a Hugging Face config: ``layer_from_hf``.
 
-``layer_from_hf(config, layer_idx, state_dict=None)`` reads what kind of layer
-``layer_idx`` is (softmax attention, full or windowed; latent attention; ...) from a
-transformers config object or the dict of a checkpoint's ``config.json``, builds our
-module for it, and, when ``state_dict`` is given (the ``state_dict()`` of that layer's
-transformers attention submodule, ``model.layers[i].self_attn`` or
-``model.layers[i].linear_attn``), loads its weights under our names.
+``layer_from_hf(config, layer_idx, state_dict=None, mixer=None)`` reads what kind of
+layer ``layer_idx`` is (softmax attention, full or windowed; latent attention; ...)
+from a transformers config object or the dict of a checkpoint's ``config.json``, builds
+our module for it, and, when ``state_dict`` is given (the ``state_dict()`` of that
+layer's transformers token mixer: ``model.layers[i].self_attn``, ``.linear_attn``,
+``.mamba`` or, in Nemotron-H, ``.mixer``), loads its weights under our names.
+
+``mixer`` names a token mixer as transformers' attribute does
+(``hf_config.mixer_names``): a Falcon-H1 layer has two side by side, and needs
+``mixer="mamba"`` or ``mixer="self_attn"``; on a layer with one, ``mixer`` may only
+name that one. A Nemotron-H MLP or MoE block has no token mixer, and is refused. The
+module computes what that submodule computes; what the decoder layer does around it
+(Granite's ``residual_multiplier``, Falcon-H1's ``attention_in_multiplier``,
+``attention_out_multiplier`` and ``ssm_out_multiplier``) stays outside.
 
 The module it returns runs a causal prefill over positions ``0..T-1`` when called as
 ``module(x)`` on ``x`` ``(B, T, hidden_size)``, and returns ``(B, T, hidden_size)``.
@@ -32,11 +40,18 @@ block-sparse attention            ``BlockSparseAttention`` (``block_sparse.py``:
 (MiniMax-M3's sparse layers)      an indexer's top blocks of keys)
 compressed attention              ``CompressedAttention``
 (DeepSeek-V4: sliding, CSA, HCA)  (``compressed_attention.py``)
-Gated DeltaNet (Qwen3-Next and    ``GatedDeltaNet`` (``linear_attention.py``)
-Qwen3.5's linear layers)
+Gated DeltaNet (Qwen3-Next,       ``GatedDeltaNet`` (``linear_attention.py``)
+Qwen3.5 and OLMo-Hybrid's linear
+layers)
 Kimi Delta Attention (Kimi        ``KimiDeltaAttention``
 Linear's linear layers)           (``linear_attention.py``)
+Mamba-2 (Nemotron-H, Granite 4.0  ``Mamba2`` (``mamba2.py``)
+hybrids, Falcon-H1, Bamba)
 ================================  ===========================================
+
+The attention layers of the hybrid families (Nemotron-H, Granite 4.0, Falcon-H1,
+Bamba, OLMo-Hybrid) are ``ModernAttention`` with their options
+(``hf_config.hybrid_attention_options``).
 
 A Gemma 4 layer that reuses an earlier layer's keys and values
 (``hf_config.kv_source_layer`` names that layer) has no key or value projection:
@@ -54,9 +69,9 @@ This module lives apart from ``hf_config.py`` because it imports every layer mod
 ``hf_config.py`` stays small, so copying ``modern.py`` does not bring the others.
 
 Builds on ``block_sparse.py``, ``compressed_attention.py``, ``hf_config.py``,
-``latent.py``, ``linear_attention.py``, ``modern.py``, ``multihead.py`` and
-``sparse_latent.py`` of this package (and what they build on), imported relatively: copy
-them with this file, under any package name (its API page offers the set as one
+``latent.py``, ``linear_attention.py``, ``mamba2.py``, ``modern.py``, ``multihead.py``
+and ``sparse_latent.py`` of this package (and what they build on), imported relatively:
+copy them with this file, under any package name (its API page offers the set as one
 download). MIT licence: keep the first two lines of each file.
 """
 
@@ -65,16 +80,18 @@ from __future__ import annotations
 from torch import nn
 
 from . import (
-    block_sparse, compressed_attention, latent, linear_attention, modern, multihead,
-    sparse_latent,
+    block_sparse, compressed_attention, latent, linear_attention, mamba2, modern,
+    multihead, sparse_latent,
 )
 from .hf_config import (
     COMPRESSED_FAMILIES,
     COMPRESSED_KINDS,
     FAMILIES,
+    MAMBA2_FAMILIES,
     SPARSE_LATENT_FAMILIES,
     config_dict,
     layer_type,
+    mixer_names,
 )
 
 
@@ -166,6 +183,10 @@ def _kimi_delta(config, layer_idx: int, overrides: dict) -> nn.Module:
     )
 
 
+def _mamba2(config, layer_idx: int, overrides: dict) -> nn.Module:
+    return mamba2.Mamba2.from_hf_config(config, layer_idx, **_linear(overrides))
+
+
 def _by_name(rename):
     """A renamer that needs only the weights' names, not the module built."""
     return lambda state_dict, module: rename(state_dict)
@@ -199,6 +220,9 @@ BUILDERS = {
     ("qwen3_next", "linear_attention"): (_gated_delta_net, _linear_weights),
     ("qwen3_5_text", "linear_attention"): (_gated_delta_net, _linear_weights),
     ("kimi_linear", "linear_attention"): (_kimi_delta, _linear_weights),
+    ("olmo_hybrid", "linear_attention"): (_gated_delta_net, _linear_weights),
+    **{(family, "linear_attention"): (_mamba2, _by_name(mamba2.from_hf_state_dict))
+       for family in MAMBA2_FAMILIES},
 }
 
 
@@ -213,14 +237,18 @@ def layer_kind(config: object, layer_idx: int) -> tuple[str, str]:
 
 # --8<-- [start:layer_from_hf]
 def layer_from_hf(
-    config: object, layer_idx: int, state_dict: dict | None = None, **overrides
+    config: object, layer_idx: int, state_dict: dict | None = None, *,
+    mixer: str | None = None, **overrides,
 ) -> nn.Module:
     """Our module for decoder layer ``layer_idx`` of ``config`` (a transformers config
     or a ``config.json`` dict), in eval mode, with the weights of ``state_dict`` (that
-    layer's transformers attention submodule's ``state_dict()``) when given.
-    ``overrides`` replace options, for example ``context_length=4096`` (which a
-    linear-attention layer, having no limit, ignores)."""
+    layer's transformers token mixer's ``state_dict()``) when given. ``mixer`` picks
+    one of a layer's token mixers by transformers' name (Falcon-H1: ``"mamba"`` or
+    ``"self_attn"``). ``overrides`` replace options, for example
+    ``context_length=4096`` (which a linear-attention layer, having no limit,
+    ignores)."""
     family, kind = layer_kind(config, layer_idx)
+    kind = pick_mixer(config, layer_idx, family, kind, mixer)
     entry = BUILDERS.get((family, kind)) or BUILDERS.get((family, None))
     if entry is None:
         known = sorted({f for f, _ in BUILDERS})
@@ -239,3 +267,29 @@ def layer_from_hf(
         module.load_state_dict(rename(dict(state_dict), module))
     return module.eval()
 # --8<-- [end:layer_from_hf]
+
+
+def pick_mixer(config, layer_idx: int, family: str, kind: str, mixer) -> str:
+    """The kind of the token mixer ``mixer`` names (or of the layer's only one):
+    refuse a block without one, an ambiguous call, and a name the layer lacks."""
+    if family not in {f for f, _ in BUILDERS}:
+        return kind  # refused by name in layer_from_hf
+    mixers = mixer_names(config, layer_idx)  # transformers' name -> kind
+    if not mixers:
+        raise ValueError(
+            f"layer {layer_idx} of {family!r} is a {kind!r} block: it has no token "
+            "mixer (no attention, no state), so there is no layer to build here"
+        )
+    if mixer is None:
+        if len(mixers) > 1:
+            raise ValueError(
+                f"layer {layer_idx} of {family!r} has {len(mixers)} token mixers side "
+                f"by side: pass mixer= one of {', '.join(map(repr, mixers))}"
+            )
+        return next(iter(mixers.values()))
+    if mixer not in mixers:
+        raise ValueError(
+            f"mixer={mixer!r} is not a token mixer of layer {layer_idx} of "
+            f"{family!r}; it has {', '.join(map(repr, mixers))}"
+        )
+    return mixers[mixer]

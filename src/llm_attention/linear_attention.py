@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 # Copyright (c) 2026 The llm-attention authors
 """Linear-attention layers of the 2026 hybrid families: Gated DeltaNet (Qwen3-Next,
-Qwen3.5) and Kimi Delta Attention (Kimi Linear). A fixed-size state replaces the KV
-cache.
+Qwen3.5, OLMo-Hybrid) and Kimi Delta Attention (Kimi Linear). A fixed-size state
+replaces the KV cache.
 
 Shapes: ``B`` batch, ``T`` tokens, ``d_in`` input width, ``H`` heads (value heads),
 ``H_k`` key heads (``H`` is a multiple: each key head serves ``H / H_k`` value heads),
@@ -11,7 +11,7 @@ convolution's kernel size.
 
     [q, k, v] = SiLU(conv_K(X W_qkv))       (B, T, C): causal, depth-wise, kernel K
     q = l2norm(q) / sqrt(d_k),  k = l2norm(k)          per head
-    beta = sigmoid(X W_beta)                (B, T, H)
+    beta = sigmoid(X W_beta)                (B, T, H); twice that in OLMo-Hybrid
     g = -exp(A_log) * softplus(X W_decay + dt_bias)    (B, T, H) or (B, T, H, d_k)
     o = gated delta rule(q, k, v, g, beta)  (B, H, T, d_v)   (``delta_rule.py``)
     out = (RMSNorm(o) * act(X W_gate)) W_out            (B, T, d_out)
@@ -25,9 +25,10 @@ enters the convolution as zeros and leaves the state as it was (``beta = 0``,
 ``g = 0``), so a padded row computes what its prompt alone computes; its outputs at
 padded positions are zeros.
 
-``from_hf_config`` reads a Qwen3-Next, Qwen3.5 or Kimi Linear config;
+``from_hf_config`` reads a Qwen3-Next, Qwen3.5, OLMo-Hybrid or Kimi Linear config;
 ``from_hf_state_dict`` renames transformers' ``Qwen3NextGatedDeltaNet``,
-``Qwen3_5GatedDeltaNet`` or ``KimiLinearDeltaAttention`` weights.
+``Qwen3_5GatedDeltaNet``, ``OlmoHybridGatedDeltaNet`` or ``KimiLinearDeltaAttention``
+weights.
 
 Builds on ``checks.py``, ``delta_cache.py``, ``delta_rule.py`` and ``hf_config.py`` of
 this package, imported relatively: copy them with this file, under any package name
@@ -44,8 +45,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_inputs, check_size
-from .delta_cache import DeltaStateCache, check_left_padding
+from .checks import check_flag, check_size
+from .delta_cache import (
+    DeltaStateCache, check_state_call, check_state_cache, make_state_cache,
+    run_in_pieces, state_cache_shapes,
+)
 from .delta_rule import chunked, recurrent, step, step_in_place
 from .hf_config import config_dict, linear_attention_options, rename_weights
 
@@ -132,12 +136,13 @@ class DeltaRuleLayer(nn.Module):
     def forward(self, x, padding_mask=None, *, cache=None):
         """Read ``x`` ``(B, T, d_in)``; return ``(B, T, d_out)``. With a
         ``DeltaStateCache``, ``x`` holds only the new tokens."""
-        weight = self.W_qkv.weight
-        check_inputs(x, padding_mask, weight.shape[1], math.inf, weight)  # no limit
+        check_state_call(x, padding_mask, cache, self.W_qkv.weight,
+                         self.make_cache_shapes)
         check_form(self.form)
-        self.check_cache(cache, x)
+        pieces = run_in_pieces(self, x, padding_mask, cache)  # stops to keep snapshots
+        if pieces is not None:
+            return pieces  # (B, T, d_out)
         if padding_mask is not None:
-            check_left_padding(padding_mask, None if cache is None else cache.started)
             x = x * padding_mask.unsqueeze(-1)  # (B, T, d_in): padding reads as zeros
         b, num_tokens, _ = x.shape
         window = cache.conv_window if cache is not None else x.new_zeros(
@@ -217,39 +222,26 @@ class DeltaRuleLayer(nn.Module):
 
     def check_cache(self, cache, x) -> None:
         """A cache must be this layer's ``DeltaStateCache``, for ``x``'s batch."""
-        if cache is None:
-            return
-        if not isinstance(cache, DeltaStateCache):
-            raise TypeError(
-                f"cache must be a DeltaStateCache or None, got {type(cache).__name__}"
-            )
-        expected = self.make_cache_shapes(x.shape[0])
-        got = (tuple(cache.conv_window.shape), tuple(cache.state.shape))
-        if got != expected:
-            raise ValueError(
-                f"cache holds a window {got[0]} and a state {got[1]}; this layer and "
-                f"batch need {expected[0]} and {expected[1]} (use layer.make_cache(B))"
-            )
+        if cache is not None:
+            check_state_cache(cache, self.make_cache_shapes(x.shape[0]))
 
     def make_cache_shapes(self, batch_size: int) -> tuple:
         """The window's and the state's shapes for ``batch_size`` sequences."""
-        return ((batch_size, self.conv.in_channels, self.conv.kernel_size[0] - 1),
-                (batch_size, self.num_heads, self.key_head_dim, self.value_head_dim))
+        return state_cache_shapes(batch_size, self.num_heads, self.key_head_dim,
+                                  self.value_head_dim, self.conv)
 
     def make_cache(self, batch_size: int) -> DeltaStateCache:
         """An empty ``DeltaStateCache`` for this layer."""
-        weight = self.W_qkv.weight
-        return DeltaStateCache(
-            batch_size, self.num_heads, self.key_head_dim, self.value_head_dim,
-            self.conv.in_channels, self.conv.kernel_size[0], dtype=weight.dtype,
-            device=weight.device,
-        )
+        return make_state_cache(batch_size, self.num_heads, self.key_head_dim,
+                                self.value_head_dim, self.conv)
 
     def extra_repr(self) -> str:
+        extra = ", negative_eigenvalues=True" if getattr(
+            self, "negative_eigenvalues", False) else ""
         return (f"num_heads={self.num_heads}, num_key_heads={self.num_key_heads}, "
                 f"key_head_dim={self.key_head_dim}, "
                 f"value_head_dim={self.value_head_dim}, form={self.form!r}, "
-                f"chunk_size={self.chunk_size}")
+                f"chunk_size={self.chunk_size}{extra}")
 
 
 def check_form(form: object) -> None:
@@ -267,11 +259,18 @@ def _decay_parameters(num_values: int, num_heads: int):
 
 
 class GatedDeltaNet(DeltaRuleLayer):
-    r"""Gated DeltaNet as Qwen3-Next and Qwen3.5 run it: one decay per head and
-    token, grouped key heads, a SiLU output gate.
+    r"""Gated DeltaNet as Qwen3-Next, Qwen3.5 and OLMo-Hybrid run it: one decay per
+    head and token, grouped key heads, a SiLU output gate.
 
     $$S_t = e^{g_t}\,S_{t-1} + \beta_t k_t\,(v_t - e^{g_t} S_{t-1}^\top k_t)^\top,
       \qquad o_t = S_t^\top q_t$$
+
+    Per write, the state is multiplied by ``I - beta k k^T`` (``k`` of unit length):
+    along ``k`` it keeps ``1 - beta`` of what it held. With ``beta`` in ``(0, 1)``
+    that share lies in ``(0, 1)``: the old value along ``k`` fades towards the new
+    one. ``negative_eigenvalues`` doubles ``beta`` into ``(0, 2)`` (OLMo-Hybrid), so
+    the share reaches down to ``-1``: a write can also flip the sign of what the
+    state holds along ``k``, which a state that only fades cannot do.
 
     Args:
         d_in: width of each input token vector (the model width).
@@ -284,6 +283,8 @@ class GatedDeltaNet(DeltaRuleLayer):
         norm_eps: the epsilon of the output norm.
         chunk_size: tokens per chunk in the chunked form.
         form: ``"chunked"`` or ``"recurrent"`` (same result).
+        negative_eigenvalues: ``beta = 2 sigmoid(X W_beta)`` instead of
+            ``sigmoid(X W_beta)`` (OLMo-Hybrid's ``linear_allow_neg_eigval``).
 
     Shapes:
         ``forward(x, padding_mask=None, *, cache=None)``: ``x`` ``(B, T, d_in)``,
@@ -296,11 +297,14 @@ class GatedDeltaNet(DeltaRuleLayer):
         num_key_heads: int | None = None, key_head_dim: int, value_head_dim: int,
         conv_kernel: int = 4,
         norm_eps: float = 1e-6, chunk_size: int = 64, form: str = "chunked",
+        negative_eigenvalues: bool = False,
     ) -> None:
         num_key_heads = num_heads if num_key_heads is None else num_key_heads
+        check_flag("negative_eigenvalues", negative_eigenvalues)
         super().__init__(d_in, d_out, num_heads, num_key_heads, key_head_dim,
                          value_head_dim, conv_kernel, norm_eps, chunk_size, form,
                          "silu")
+        self.negative_eigenvalues = negative_eigenvalues
         self.W_gate = nn.Linear(d_in, num_heads * value_head_dim, bias=False)  # z
         self.W_beta = nn.Linear(d_in, num_heads, bias=False)  # b
         self.W_decay = nn.Linear(d_in, num_heads, bias=False)  # a
@@ -310,6 +314,8 @@ class GatedDeltaNet(DeltaRuleLayer):
     def gates(self, x):
         dtype = torch.promote_types(x.dtype, torch.float32)
         beta = torch.sigmoid(self.W_beta(x).to(dtype))  # (B, T, H), in (0, 1)
+        if self.negative_eigenvalues:
+            beta = 2 * beta  # (B, T, H), in (0, 2): 1 - beta reaches below zero
         speed = F.softplus(self.W_decay(x).to(dtype) + self.dt_bias.to(dtype))
         g = -self.A_log.to(dtype).exp() * speed  # (B, T, H), <= 0
         return beta.transpose(1, 2), g.transpose(1, 2)  # (B, H, T) both
@@ -320,8 +326,8 @@ class GatedDeltaNet(DeltaRuleLayer):
 
     @classmethod
     def from_hf_config(cls, config, layer_idx: int = 0, **overrides):
-        """Linear-attention layer ``layer_idx`` of a Qwen3-Next or Qwen3.5 config
-        (transformers object or ``config.json`` dict)."""
+        """Linear-attention layer ``layer_idx`` of a Qwen3-Next, Qwen3.5 or
+        OLMo-Hybrid config (transformers object or ``config.json`` dict)."""
         return cls(**{**_options(config, layer_idx, "Gated DeltaNet"), **overrides})
 
 
@@ -398,6 +404,11 @@ QWEN3_5_NAMES = {  # Hugging Face name -> ours (Qwen3.5; Qwen3-Next after un-gro
     "in_proj_a": "W_decay", "conv1d": "conv", "norm": "out_norm",
     "out_proj": "out_proj", "A_log": "A_log", "dt_bias": "dt_bias",
 }
+OLMO_HYBRID_NAMES = {  # OLMo-Hybrid: its own projections, fused into W_qkv here
+    "q_proj": "W_query", "k_proj": "W_key", "v_proj": "W_value", "g_proj": "W_gate",
+    "a_proj": "W_decay", "b_proj": "W_beta", "conv1d": "conv", "o_norm": "out_norm",
+    "o_proj": "out_proj", "A_log": "A_log", "dt_bias": "dt_bias",
+}
 KIMI_NAMES = {
     "q_proj": "W_query", "k_proj": "W_key", "v_proj": "W_value", "conv1d": "conv",
     "b_proj": "W_beta", "forget_gate.f_a_proj": "W_decay_down",
@@ -414,16 +425,23 @@ def from_hf_state_dict(
     """Rename one transformers linear-attention layer's weights to ours:
     ``Qwen3_5GatedDeltaNet``, ``Qwen3NextGatedDeltaNet`` (its projections group
     ``q, k, v, z`` and ``b, a`` by key head: ``num_key_heads`` says how to ungroup
-    them) or ``KimiLinearDeltaAttention`` (its three projections become ``W_qkv``).
-    ``prefix`` picks the layer out of a whole model's state dict."""
+    them), ``OlmoHybridGatedDeltaNet`` or ``KimiLinearDeltaAttention`` (the last two
+    have three projections, which become ``W_qkv``). ``prefix`` picks the layer out
+    of a whole model's state dict."""
     names = {key[len(prefix):] for key in state_dict if key.startswith(prefix)}
+    separate = ("W_query", "W_key", "W_value")
     if "forget_gate.f_a_proj.weight" in names:
         bare = ("forget_gate.A_log", "forget_gate.dt_bias")
         ours = rename_weights(state_dict, prefix, KIMI_NAMES, "a KDA layer", bare)
-        parts = [ours.pop(f"{name}.weight") for name in ("W_query", "W_key", "W_value")]
-        ours["W_qkv.weight"] = torch.cat(parts)  # (C, d_in)
+        ours["W_qkv.weight"] = torch.cat([ours.pop(f"{n}.weight") for n in separate])
         ours["A_log"] = ours["A_log"].reshape(-1)  # (1, 1, H, 1) -> (H,)
         return ours
+    if "g_proj.weight" in names:
+        ours = rename_weights(state_dict, prefix, OLMO_HYBRID_NAMES,
+                              "an OLMo-Hybrid Gated DeltaNet layer",
+                              ("A_log", "dt_bias"))
+        ours["W_qkv.weight"] = torch.cat([ours.pop(f"{n}.weight") for n in separate])
+        return ours  # W_qkv (C, d_in): queries, keys, values, joined as transformers
     grouped = {"in_proj_qkvz": "in_proj_qkvz", "in_proj_ba": "in_proj_ba"}
     ours = rename_weights(state_dict, prefix, {**QWEN3_5_NAMES, **grouped},
                           "a Gated DeltaNet layer", ("A_log", "dt_bias"))

@@ -45,6 +45,8 @@ The family options, each off by default:
 - ``value_norm``: a weightless RMSNorm on each value head (Gemma 4);
 - ``values_from_keys``: no ``W_value``; the values are the key projection, before the
   key's norm and rotation (Gemma 4's global layers);
+- ``qk_norm_across_heads``: the QK-norm runs over all heads of the query (and of the
+  key) projection together, one weight per channel (OLMo-Hybrid);
 - ``kv_shared``: no ``W_key`` nor ``W_value``; the layer attends over the keys and
   values an earlier layer made, handed over by a ``kv_sharing.SharedKV`` passed as
   ``cache`` (Gemma 4's last layers).
@@ -142,8 +144,15 @@ def check_fast_path(fast_path: bool, softcap: float | None, sinks: bool) -> None
 def check_family_options(
     qk_norm, norm_unit_offset, qk_norm_weight, window, chunk_size,
     temperature_tuning, kv_shared, value_norm, values_from_keys,
+    qk_norm_across_heads=False, output_gate=False,
 ) -> None:
     """Refuse option combinations no family has, with the reason."""
+    if qk_norm_across_heads and (not qk_norm or norm_unit_offset or not qk_norm_weight
+                                 or output_gate or values_from_keys or kv_shared):
+        raise ValueError(
+            "qk_norm_across_heads=True needs qk_norm=True with plain weights, and no "
+            "output_gate, values_from_keys or kv_shared (no family combines them)"
+        )
     if norm_unit_offset and not qk_norm:
         raise ValueError("norm_unit_offset=True needs qk_norm=True (it shapes it)")
     if not qk_norm_weight and (not qk_norm or norm_unit_offset):
@@ -268,6 +277,10 @@ class ModernAttention(nn.Module):
         value_norm: a weightless RMSNorm over each value head (Gemma 4).
         values_from_keys: no ``W_value``: each value head is the key projection's
             head before its norm and rotation (Gemma 4's global layers).
+        qk_norm_across_heads: the QK-norm's mean square runs over the whole query
+            projection ``(H d_h)`` and the whole key projection ``(H_kv d_h)``, with
+            one weight per channel, before they are split into heads (OLMo-Hybrid);
+            not under tensor parallelism.
         kv_shared: no ``W_key``, ``W_value`` nor key norm: the layer attends over the
             keys and values of an earlier layer, read from the ``SharedKV``
             (``kv_sharing.py``) passed as ``cache``, after that layer ran on the same
@@ -327,6 +340,7 @@ class ModernAttention(nn.Module):
         value_head_dim: int | None = None,
         value_scale: float | None = None,
         softplus_gate: str | None = None,
+        qk_norm_across_heads: bool = False,
         fast_path: bool = False,
     ) -> None:
         if head_dim is not None:
@@ -349,12 +363,14 @@ class ModernAttention(nn.Module):
                      norm_unit_offset=norm_unit_offset, output_gate=output_gate,
                      nope=nope, rope_interleave=rope_interleave,
                      qk_norm_weight=qk_norm_weight, value_norm=value_norm,
-                     values_from_keys=values_from_keys, kv_shared=kv_shared)
+                     values_from_keys=values_from_keys, kv_shared=kv_shared,
+                     qk_norm_across_heads=qk_norm_across_heads)
         for name, flag in flags.items():
             check_flag(name, flag)
         check_family_options(
             qk_norm, norm_unit_offset, qk_norm_weight, window, chunk_size,
             temperature_tuning, kv_shared, value_norm, values_from_keys,
+            qk_norm_across_heads, output_gate,
         )
         check_value_options(
             value_head_dim, value_scale, softplus_gate, output_gate, values_from_keys,
@@ -422,7 +438,11 @@ class ModernAttention(nn.Module):
             gates = num_heads if softplus_gate == "head" else out_width
             self.W_gate = nn.Linear(d_in, gates, bias=False)
         self.q_norm = self.k_norm = self.v_norm = None
-        if qk_norm:
+        self.qk_norm_across_heads = qk_norm_across_heads
+        if qk_norm_across_heads:  # one norm over all heads of each projection
+            self.q_norm = nn.RMSNorm(inner, eps=norm_eps)  # weight (H d_h,)
+            self.k_norm = nn.RMSNorm(kv_width, eps=norm_eps)  # weight (H_kv d_h,)
+        elif qk_norm:
             self.q_norm = qk_norm_layer(
                 self.head_dim, norm_eps, norm_unit_offset, qk_norm_weight
             )
@@ -479,12 +499,15 @@ class ModernAttention(nn.Module):
                 f"positions {start}..{start + num_tokens - 1} go beyond "
                 f"context_length={self.context_length}"
             )
-        queries = self.W_query(x).view(b, num_tokens, heads, -1)
+        queries = self.W_query(x)  # (B, T, H d_h [x2])
+        if self.qk_norm_across_heads:  # one RMSNorm over all of H d_h
+            queries = self.q_norm(queries)  # (B, T, H d_h)
+        queries = queries.view(b, num_tokens, heads, -1)  # (B, T, H, d_h [x2])
         gate = None
         if self.output_gate:  # each head's d_h query dims, then its d_h gate dims
             queries, gate = queries.chunk(2, dim=-1)  # (B, T, H, d_h) twice
-        if self.q_norm is not None:  # one RMSNorm over each head's d_h
-            queries = self.q_norm(queries)  # (B, T, H, d_h)
+        if self.q_norm is not None and not self.qk_norm_across_heads:
+            queries = self.q_norm(queries)  # (B, T, H, d_h): over each head's d_h
         queries = self.turn(queries.transpose(1, 2), start)  # (B, H, T, d_h)
         if self.temperature_tuning is not None:  # sharper far into the text
             where = torch.arange(start, start + num_tokens, device=x.device)  # (T,)
@@ -551,14 +574,17 @@ class ModernAttention(nn.Module):
         """This layer's keys and values for ``x`` ``(B, T, d_in)`` at ``start..``:
         ``(B, H_kv, T, d_h)`` twice, normed and turned as the options say."""
         split = (*x.shape[:2], kv_heads, self.head_dim)  # (B, T, H_kv, d_h)
-        keys = self.W_key(x).view(split)  # (B, T, H_kv, d_h)
+        projected = self.W_key(x)  # (B, T, H_kv d_h)
+        keys = projected.view(split)  # (B, T, H_kv, d_h)
         if self.values_from_keys:
             values = keys  # (B, T, H_kv, d_h)
         else:
             values = self.W_value(x).view(*split[:3], -1)  # (B, T, H_kv, d_v)
         if self.value_scale is not None:  # MiMo-V2-Flash: before the cache
             values = values * self.value_scale  # (B, T, H_kv, d_v)
-        if self.k_norm is not None:
+        if self.qk_norm_across_heads:  # one RMSNorm over all of H_kv d_h
+            keys = self.k_norm(projected).view(split)  # (B, T, H_kv, d_h)
+        elif self.k_norm is not None:
             keys = self.k_norm(keys)  # (B, T, H_kv, d_h)
         if self.v_norm is not None:
             values = self.v_norm(values)  # (B, T, H_kv, d_h)
@@ -669,6 +695,7 @@ class ModernAttention(nn.Module):
                  if self.value_head_dim != self.head_dim else None),
                 ("value_scale", self.value_scale),
                 ("softplus_gate", self.softplus_gate),
+                ("qk_norm_across_heads", self.qk_norm_across_heads or None),
             ) if value is not None
         ]
         return ", ".join([

@@ -40,7 +40,8 @@ READING_ORDER = (
     "rope_scaling.py", "attention_variants.py", "hf_config.py", "chunked.py",
     "kv_sharing.py", "latent.py", "lightning_indexer.py", "sparse_latent.py",
     "block_sparse.py", "compressor.py", "compressed_attention.py",
-    "delta_rule.py", "delta_cache.py", "linear_attention.py", "hf_layers.py",
+    "delta_rule.py", "delta_cache.py", "linear_attention.py", "ssd.py", "mamba2.py",
+    "hf_layers.py",
     "ring_attention.py",
 )
 # A fixed date for every entry, so the same files always give the same bytes.
