@@ -1,21 +1,13 @@
-"""Every token mixer of tiny Nemotron-H, Granite 4.0 hybrid, Falcon-H1, Bamba and OLMo-Hybrid
-models against ``layer_from_hf``'s module, on transformers 5.23's pure-torch paths.
-
-A whole tiny model of each family (``AutoModelForCausalLM.from_config``, eager attention,
-float32, random weights with slow decays so that the state carries information past the
-convolution and across chunk boundaries at this length; nothing downloaded) gives each mixer
-its real input: a forward hook on every token mixer (``mixer``, ``mamba``, ``self_attn``,
-``linear_attn``; Falcon-H1's two side by side) records it. Ours runs on the same input:
-prefill of a left-padded batch (``every_mixer``; the site's ``layer_parity.every_layer`` for
-OLMo-Hybrid too), and cached decoding against the model with its own cache (a prompt, then
-single tokens), compared at real tokens, ``atol = rtol = 1e-5``. Ours reads chunks of 5,
-transformers' Mamba-2 chunks of 8, so both cross chunk boundaries, at different places.
-
-``FAMILIES`` holds everything about each family: its tiny config and, per mechanism, how to
-switch it off on the transformers side. Each switch must move the reference's mixer outputs
-beyond 1e-3 at these sizes, or the comparison would not have reached that mechanism.
-The last tests record what transformers does with left padding: with a projection bias its
-Mamba-2 mixers carry the pads through the short convolution into the state.
+"""The hybrids' token mixers (Nemotron-H, Granite 4.0 hybrid, Falcon-H1, Bamba, OLMo-Hybrid)
+against transformers 5.23's pure-torch paths, beyond the parity harness (``tests/test_parity.py``
+proves every mixer of the family table's tiny models, every mechanism reached): the state
+carries information past the convolution and across chunk boundaries, in transformers and in
+ours alike; Falcon-H1's two mixers are built one at a time, by name; a layer without a token
+mixer is refused; Falcon-H1's norm options; what transformers does with left padding (with a
+projection bias its Mamba-2 mixers carry the pads through the short convolution into the
+state; ours does not); Nemotron-H's step size clamped in its prefill but not in its decoding
+step; config.json dicts read as transformers reads them. The tiny configs are the family
+table's; 20 tokens here, a row left-padded by 5.
 """
 
 from __future__ import annotations
@@ -33,212 +25,26 @@ import torch  # noqa: E402
 
 from llm_attention.hf_config import mixer_names  # noqa: E402
 from llm_attention.hf_layers import layer_from_hf, layer_kind  # noqa: E402
+from llm_attention_site.families import FAMILIES as TABLE  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group(  # the worker that has transformers imported already
-    (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern" / "combined.md").as_posix()
+pytestmark = pytest.mark.xdist_group(  # the worker of the page that shows these families
+    (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern"
+     / "linear-attention.md").as_posix()
 )
 TOL = dict(atol=1e-5, rtol=1e-5)
 REACH = 1e-3  # a mechanism switched off must move the reference this much
 BATCH, LENGTH, PAD, PROMPT = 2, 20, 5, 12  # row 1 has PAD pads; decoding after PROMPT
 OURS = dict(chunk_size=5)  # our chunks (theirs: mamba_chunk_size 8; Gated DeltaNet 64)
-COMMON = dict(vocab_size=97, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+COMMON = dict(vocab_size=50, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
               max_position_embeddings=128, intermediate_size=64, pad_token_id=0,
               bos_token_id=1, eos_token_id=2)
 
 
-# ---- switches on the transformers side (each mutates a copy of the model) ------------------
-
-def _each(model, cls_name):
-    """Every submodule of ``model`` whose class name ends with ``cls_name``."""
-    return [m for m in model.modules() if type(m).__name__.endswith(cls_name)]
-
-
-def _mamba(model):
-    return [m for m in model.modules() if hasattr(m, "A_log") and hasattr(m, "D")]
-
-
-def _set(modules, name, value):
-    with torch.no_grad():
-        for module in modules:
-            getattr(module, name).fill_(value)
-
-
-def no_state(model, patch):  # every token forgets the state at once (exp(dt A) = 0)
-    _set(_mamba(model) or _each(model, "GatedDeltaNet"), "A_log", math.log(1e4))
-
-
-def no_decay(model, patch):  # A = 0: the state keeps everything
-    _set(_mamba(model) or _each(model, "GatedDeltaNet"), "A_log", -1e4)
-
-
-def no_conv(model, patch):  # the short convolution passes each token through
-    with torch.no_grad():
-        for module in _mamba(model) or _each(model, "GatedDeltaNet"):
-            module.conv1d.weight.zero_()
-            module.conv1d.weight[..., -1] = 1
-            if module.conv1d.bias is not None:
-                module.conv1d.bias.zero_()
-
-
-def no_gate(model, patch):  # the norm without its SiLU gate
-    for module in _mamba(model):
-        norm = module.norm
-        patch.setattr(norm, "forward", lambda h, gate=None, norm=norm: type(norm).forward(
-            norm, h, None))
-
-
-def no_norm_groups(model, patch):  # one RMS over all I channels instead of per group
-    for module in _mamba(model):
-        if hasattr(module.norm, "group_size"):
-            patch.setattr(module.norm, "group_size", module.intermediate_size)
-        else:  # Falcon-H1's norm counts groups
-            patch.setattr(module.norm, "n_groups", 1)
-
-
-def no_skip(model, patch):
-    _set(_mamba(model), "D", 0.0)
-
-
-def one_group(model, patch):  # every head reads group 0's B and C
-    with torch.no_grad():
-        for module in _mamba(model):
-            inner, width = module.intermediate_size, module.ssm_state_size
-            for start in (inner, inner + module.n_groups * width):  # B, then C (conv rows)
-                rows = module.conv1d.weight[start:start + module.n_groups * width]
-                rows.copy_(rows[:width].repeat(module.n_groups, 1, 1))
-                if module.conv1d.bias is not None:
-                    bias = module.conv1d.bias[start:start + module.n_groups * width]
-                    bias.copy_(bias[:width].repeat(module.n_groups))
-                proj = module.in_proj.weight[inner + start:inner + start
-                                             + module.n_groups * width]
-                proj.copy_(proj[:width].repeat(module.n_groups, 1))
-
-
-def chunks_apart(model, patch):  # each of transformers' chunks starts from a zero state
-    modeling = __import__(type(_mamba(model)[0]).__module__, fromlist=["_"])
-    scan = modeling.mamba2_chunk_scan
-
-    def apart(hidden, dt, A, B, C, chunk_size, **kw):
-        kw.pop("initial_states", None)
-        final = kw.get("return_final_states")
-        pieces = [scan(hidden[:, s:s + chunk_size], dt[:, s:s + chunk_size], A,
-                       B[:, s:s + chunk_size], C[:, s:s + chunk_size], chunk_size, **kw)
-                  for s in range(0, hidden.shape[1], chunk_size)]
-        outs = [p[0] if final else p for p in pieces]
-        out = torch.cat(outs, dim=1)
-        return (out, pieces[-1][1]) if final else out
-    patch.setattr(modeling, "mamba2_chunk_scan", apart)
-
-
-def no_key_groups(model, patch):  # Gated DeltaNet: every value head reads key head 0
-    with torch.no_grad():
-        for module in _each(model, "GatedDeltaNet"):
-            width = module.head_k_dim
-            for proj, start in ((module.q_proj, 0), (module.k_proj, module.key_dim)):
-                proj.weight.copy_(proj.weight[:width].repeat(module.num_k_heads, 1))
-                rows = module.conv1d.weight[start:start + module.key_dim]
-                rows.copy_(rows[:width].repeat(module.num_k_heads, 1, 1))
-
-
-SILU_OF_ONE = 1.2784645427610738  # silu(x) = 1 there: a gate that lets all through
-
-
-def no_gdn_gate(model, patch):
-    for module in _each(model, "GatedDeltaNet"):
-        norm = module.o_norm
-        patch.setattr(norm, "forward", lambda h, gate, norm=norm: type(norm).forward(
-            norm, h, torch.full_like(gate, SILU_OF_ONE)))
-
-
-def beta_once(model, patch):  # OLMo-Hybrid: beta in (0, 1), not (0, 2)
-    for module in _each(model, "GatedDeltaNet"):
-        patch.setattr(module, "allow_neg_eigval", False)
-
-
-def qk_norm_per_head(model, patch):  # OLMo-Hybrid: the QK-norm over each head instead
-    for attention in _each(model, "Attention"):
-        for norm in (attention.q_norm, attention.k_norm):
-            def per_head(h, norm=norm, d=attention.head_dim):
-                heads = h.float().unflatten(-1, (-1, d))
-                heads = heads * torch.rsqrt(heads.pow(2).mean(-1, keepdim=True)
-                                            + norm.variance_epsilon)
-                return (norm.weight * heads.flatten(-2)).to(h.dtype)
-            patch.setattr(norm, "forward", per_head)
-
-
-def no_rotary(model, patch):
-    patch.setattr(model.model, "rotary_emb", None)
-
-
-def full_rotary(model, patch):  # Bamba: turn the whole head instead of its half
-    config = copy.deepcopy(model.config)
-    config.rope_parameters = {**config.rope_parameters, "partial_rotary_factor": 1.0}
-    patch.setattr(model.model, "rotary_emb", type(model.model.rotary_emb)(config))
-
-
-def plain_attention_scale(model, patch):  # Granite: 1 / sqrt(d_h), not the multiplier
-    for attention in _each(model, "Attention"):
-        patch.setattr(attention, "scaling", attention.head_dim**-0.5)
-
-
-def no_key_multiplier(model, patch):  # Falcon-H1
-    for attention in _each(model, "Attention"):
-        patch.setattr(attention, "key_multiplier", 1.0)
-
-
-def no_mup_vector(model, patch):  # Falcon-H1: ssm_multipliers, outside the state dict
-    for module in _mamba(model):
-        patch.setattr(module, "mup_vector", torch.ones_like(module.mup_vector))
-
-
-def no_ssm_in_multiplier(model, patch):  # Falcon-H1
-    for module in _mamba(model):
-        patch.setattr(module, "ssm_in_multiplier", 1.0)
-
-
-MAMBA2 = dict(state=no_state, decay=no_decay, conv=no_conv, gate=no_gate,
-              norm_groups=no_norm_groups, skip_D=no_skip, groups_of_B_C=one_group,
-              chunks_crossing=chunks_apart)
-MAMBA_SIZES = dict(mamba_n_heads=8, mamba_d_state=16, mamba_n_groups=2, mamba_chunk_size=8)
-
-# One entry per family: its tiny config, and how to switch each mechanism off.
-FAMILIES = {
-    "nemotron_h": dict(
-        tiny=dict(COMMON, layers_block_type=["linear_attention", "full_attention", "mlp",
-                                             "linear_attention"],
-                  head_dim=16, mamba_num_heads=8, mamba_head_dim=8, ssm_state_size=16,
-                  n_groups=2, conv_kernel=4, chunk_size=8, mlp_hidden_act="relu2"),
-        mechanisms=MAMBA2,
-    ),
-    "granitemoehybrid": dict(
-        tiny=dict(COMMON, **MAMBA_SIZES, num_hidden_layers=3,
-                  layer_types=["mamba", "attention", "mamba"], mamba_d_head=16,
-                  num_local_experts=0, attention_multiplier=0.3,
-                  position_embedding_type="rope"),
-        mechanisms=dict(MAMBA2, attention_multiplier=plain_attention_scale,
-                        rotary=no_rotary),
-    ),
-    "falcon_h1": dict(
-        tiny=dict(COMMON, **MAMBA_SIZES, num_hidden_layers=2, head_dim=8, mamba_d_ssm=64,
-                  mamba_d_head=8, mamba_rms_norm=True, key_multiplier=0.7,
-                  ssm_multipliers=[0.8, 1.2, 0.9, 1.1, 1.3], ssm_in_multiplier=1.1),
-        mechanisms=dict(MAMBA2, mup_vector=no_mup_vector,
-                        ssm_in_multiplier=no_ssm_in_multiplier,
-                        key_multiplier=no_key_multiplier),
-    ),
-    "bamba": dict(
-        tiny=dict(COMMON, **MAMBA_SIZES, num_hidden_layers=3, attn_layer_indices=[1],
-                  mamba_d_head=16),
-        mechanisms=dict(MAMBA2, partial_rotary=full_rotary),
-    ),
-    "olmo_hybrid": dict(
-        tiny=dict(COMMON, num_hidden_layers=4, linear_num_key_heads=2,
-                  linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=16),
-        mechanisms=dict(state=no_state, decay=no_decay, conv=no_conv, gate=no_gdn_gate,
-                        groups_of_keys=no_key_groups, doubled_beta=beta_once,
-                        qk_norm_across_heads=qk_norm_per_head, rotary=no_rotary),
-    ),
-}
+# The tiny configs: the family table's (llm_attention_site.families), by model_type.
+TABLE_KEYS = dict(nemotron_h="nemotron_h", granitemoehybrid="granite4", falcon_h1="falcon_h1",
+                  bamba="bamba", olmo_hybrid="olmo_hybrid")
+FAMILIES = {family: {k: v for k, v in TABLE[key].tiny.items() if k != "model_type"}
+            for family, key in TABLE_KEYS.items()}
 
 
 # ---- the models and their records -----------------------------------------------------------
@@ -263,7 +69,7 @@ def make(family, **changes):
     """(config, model) of ``family``'s tiny config (with ``changes``), randomized."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    config = AutoConfig.for_model(family, **{**FAMILIES[family]["tiny"], **changes})
+    config = AutoConfig.for_model(family, **{**FAMILIES[family], **changes})
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).eval()
@@ -375,73 +181,6 @@ def decode_both(config, model, ids, mask):
 
 
 # ---- the tests ---------------------------------------------------------------------------
-
-@pytest.mark.parametrize("family", FAMILIES)
-def test_every_token_mixer_matches_on_a_left_padded_prefill(family):
-    config, model = built(family)
-    ids, mask = batch()
-    rows = every_mixer(config, model, ids, mask)
-    print(family, {(r["layer"], r["mixer"]): f"{r['max_difference']:.1e}" for r in rows})
-    kinds = {r["kind"] for r in rows}
-    assert kinds == {"linear_attention", "full_attention"}  # both kinds are checked
-    for row in rows:
-        assert row["size"] > 0.5, row["layer"]  # outputs large enough for the tolerance
-        real = mask.bool()
-        torch.testing.assert_close(row["got"][real], row["expected"][real], **TOL)
-
-
-@pytest.mark.parametrize("family", FAMILIES)
-def test_cached_decoding_matches_the_model_with_its_own_cache(family):
-    config, model = built(family)
-    ids, mask = batch(seed=3)
-    found = decode_both(config, model, ids, mask)
-    print(family, {key: f"{max(gaps):.1e}" for key, gaps in found.items()})
-    assert len(next(iter(found.values()))) == 1 + LENGTH - PROMPT  # prompt + single tokens
-    for key, gaps in found.items():
-        assert max(gaps) <= 2e-5, (key, gaps)
-
-
-def test_every_layer_of_the_site_agrees_for_olmo_hybrid():
-    """The site's own ``every_layer`` (it hooks ``self_attn`` and ``linear_attn``) sees the
-    same OLMo-Hybrid layers equal."""
-    from llm_attention_site.layer_parity import every_layer
-
-    config, model = built("olmo_hybrid")
-    ids, mask = batch()
-    rows = every_layer(model, config, ids, mask)  # its chunks of 64: one chunk here
-    assert [r["module"] for r in rows] == ["GatedDeltaNet"] * 3 + ["ModernAttention"]
-    assert max(r["max_difference"] for r in rows) <= 2e-5
-
-
-@functools.cache
-def prefill_records(family):
-    config, model = built(family)
-    ids, mask = batch()
-    return record(model, config, [dict(input_ids=ids, attention_mask=mask, use_cache=False)])
-
-
-def reach(family, switch, patch):
-    """The largest change of any mixer's output at real tokens when ``switch`` is off."""
-    config, model = built(family)
-    ids, mask = batch()
-    call = [dict(input_ids=ids, attention_mask=mask, use_cache=False)]
-    before = prefill_records(family)
-    changed = copy.deepcopy(model)
-    switch(changed, patch)
-    after = record(changed, config, call)
-    real = mask.bool()
-    return max((after[key][0][1] - out[0][1])[real].abs().max().item()
-               for key, out in before.items())
-
-
-@pytest.mark.parametrize("family, mechanism", [
-    (family, mechanism) for family, entry in FAMILIES.items()
-    for mechanism in entry["mechanisms"]])
-def test_each_mechanism_is_reached_at_these_sizes(family, mechanism, monkeypatch):
-    moved = reach(family, FAMILIES[family]["mechanisms"][mechanism], monkeypatch)
-    print(family, mechanism, f"{moved:.2e}")
-    assert moved > REACH
-
 
 @pytest.mark.parametrize("family", ["nemotron_h", "falcon_h1", "olmo_hybrid"])
 def test_the_state_carries_past_the_convolution_and_across_chunks(family):

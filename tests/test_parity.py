@@ -89,8 +89,8 @@ def test_a_tiny_config_that_does_not_reach_a_mechanism_fails(monkeypatch):
     monkeypatch.setitem(FAMILIES, "mistral_wide", wide)
     failures = parity.prove("mistral_wide").failures()
     assert failures == [
-        f"dropping 'window' moves layer {i} by 0.0e+00 only (<= {parity.REACH}): "
-        "the tiny config does not reach it" for i in (0, 1)
+        f"dropping 'window' moves layer {i} self_attn by 0.0e+00 only "
+        f"(<= {parity.REACH}): the tiny config does not reach it" for i in (0, 1)
     ]
 
 

@@ -75,6 +75,7 @@ class Family:
     # rows differ from that (its compressors and indexers pool the padding)
     padded_rows: str = "reference"
     # "slots": positions count every slot, padding included, as a plain model call does;
+    # "slots, passed": the same, passed to a model that does not count them itself;
     # "from first real token": as ``generate`` passes them (the family's layers read them)
     positions: str = "slots"
 
@@ -143,6 +144,35 @@ LAGUNA_ROPE = {  # Laguna XS.2.1's kinds: YaRN on half of each head of the full 
 V4_YARN = {"beta_fast": 32, "beta_slow": 1, "factor": 16,
            "original_max_position_embeddings": 65536, "type": "yarn"}
 CSA_KIND, HCA_KIND = "compressed_sparse_attention", "heavily_compressed_attention"
+HYBRID_SMALL = dict(  # the hybrids' tiny sizes: width 64, 4 query and 2 key/value heads
+    vocab_size=VOCAB, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+    max_position_embeddings=64, intermediate_size=64, pad_token_id=0, bos_token_id=1,
+    eos_token_id=2,
+)
+MAMBA_SIZES = dict(mamba_n_heads=8, mamba_d_state=16, mamba_n_groups=2, mamba_chunk_size=8)
+SLOW_DECAY = {  # decays of 0.02 to 0.2, steps of about 0.05 to 0.3: the state carries
+    "*A_log": lambda p: p.copy_(torch.empty(p.shape).uniform_(0.02, 0.2).log()),
+    "*dt_bias": lambda p: p.uniform_(-3.0, -1.0),
+}
+
+
+def _mamba2(layers=None) -> dict:
+    """Mamba-2's mechanisms, each dropped by a switch of ``switches`` on the layers (or
+    mixers) ``layers``."""
+    return {
+        "state": Change(patch=switches.patched(switches.no_state), layers=layers),
+        "decay": Change(patch=switches.patched(switches.no_decay), layers=layers),
+        "short convolution": Change(patch=switches.patched(switches.no_conv),
+                                    layers=layers),
+        "gate": Change(patch=switches.patched(switches.no_gate), layers=layers),
+        "norm groups": Change(patch=switches.patched(switches.no_norm_groups),
+                              layers=layers),
+        "skip D": Change(patch=switches.patched(switches.no_skip), layers=layers),
+        "groups of B and C": Change(patch=switches.patched(switches.one_group),
+                                    layers=layers),
+        "chunks crossing": Change(patch=switches.patched(switches.chunks_apart),
+                                  layers=layers),
+    }
 SLIDING = ("sliding_attention",)
 FULL = ("full_attention",)
 LINEAR_LAYERS = ("linear_attention",)
@@ -1075,6 +1105,137 @@ _FAMILIES = [
                 ),
             ),
         },
+    ),
+    Family(
+        key="nemotron_h",
+        title="Nemotron-H",
+        page="modern/linear-attention.md",
+        tiny=dict(  # Mamba-2, attention, an MLP block (no token mixer), Mamba-2
+            model_type="nemotron_h", **HYBRID_SMALL,
+            layers_block_type=["linear_attention", "full_attention", "mlp",
+                               "linear_attention"],
+            head_dim=16, mamba_num_heads=8, mamba_head_dim=8, ssm_state_size=16,
+            n_groups=2, conv_kernel=4, chunk_size=8, mlp_hidden_act="relu2",
+        ),
+        mechanisms=_mamba2(LINEAR_LAYERS),
+        init=SLOW_DECAY,
+        published={
+            "Nemotron 3 Nano (as a test fixture copies it)": (
+                "a Nemotron 3 Nano-shaped config.json, as copied by others "
+                "(NVIDIA-NeMo/Megatron-Bridge, tests/unit_tests/models/nemotronh/"
+                "test_nemotron_h_bridge.py: a test fixture, not necessarily the file)",
+                dict(
+                    model_type="nemotron_h", hidden_size=2688, num_hidden_layers=52,
+                    hybrid_override_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*"
+                    "EMEMEMEM*EMEMEMEME",
+                    num_attention_heads=32, num_key_value_heads=2, attention_head_dim=128,
+                    mamba_num_heads=64, mamba_head_dim=64, n_groups=8, ssm_state_size=128,
+                    conv_kernel=4, chunk_size=128, expand=2, use_conv_bias=True,
+                    mamba_proj_bias=False, use_bias=False, mamba_hidden_act="silu",
+                    layer_norm_epsilon=1e-5, max_position_embeddings=8192,
+                ),
+            ),
+        },
+        tables=("hybrid",),
+    ),
+    Family(
+        key="granite4",
+        title="Granite 4.0 hybrid",
+        page="modern/linear-attention.md",
+        tiny=dict(model_type="granitemoehybrid", **HYBRID_SMALL, **MAMBA_SIZES,
+                  num_hidden_layers=3, layer_types=["mamba", "attention", "mamba"],
+                  mamba_d_head=16, num_local_experts=0, attention_multiplier=0.3,
+                  position_embedding_type="rope"),
+        mechanisms={
+            **_mamba2(LINEAR_LAYERS),
+            "attention_multiplier": Change(
+                patch=switches.patched(switches.plain_attention_scale), layers=FULL),
+            "rotary": Change(patch=switches.patched(switches.no_rotary), layers=FULL),
+        },
+        init=SLOW_DECAY,
+    ),
+    Family(
+        key="falcon_h1",
+        title="Falcon-H1",
+        page="modern/linear-attention.md",
+        tiny=dict(  # both mixers side by side in every layer
+            model_type="falcon_h1", **HYBRID_SMALL, **MAMBA_SIZES, num_hidden_layers=2,
+            head_dim=8, mamba_d_ssm=64, mamba_d_head=8, mamba_rms_norm=True,
+            key_multiplier=0.7, ssm_multipliers=[0.8, 1.2, 0.9, 1.1, 1.3],
+            ssm_in_multiplier=1.1,
+        ),
+        mechanisms={
+            **_mamba2(("mamba",)),
+            "muP vector": Change(patch=switches.patched(switches.no_mup_vector),
+                                 layers=("mamba",)),
+            "ssm_in_multiplier": Change(
+                patch=switches.patched(switches.no_ssm_in_multiplier), layers=("mamba",)),
+            "key_multiplier": Change(patch=switches.patched(switches.no_key_multiplier),
+                                     layers=("self_attn",)),
+        },
+        init=SLOW_DECAY,
+        published={
+            "Falcon-H1 0.5B": (
+                "tiiuae/Falcon-H1-0.5B config.json, as copied by others "
+                "(NVIDIA-NeMo/Megatron-Bridge, tests/unit_tests/models/falcon_h1/"
+                "test_falcon_h1_bridge.py, FALCON_H1_500M_CONFIG)",
+                dict(
+                    model_type="falcon_h1", hidden_size=1024, num_hidden_layers=36,
+                    num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+                    key_multiplier=0.39062499999999994, attention_in_multiplier=1.0,
+                    attention_out_multiplier=0.9375, mamba_chunk_size=128,
+                    mamba_conv_bias=True, mamba_d_conv=4, mamba_d_head=64,
+                    mamba_d_state=128, mamba_expand=2, mamba_n_groups=1, mamba_n_heads=24,
+                    mamba_norm_before_gate=False, mamba_proj_bias=False,
+                    mamba_rms_norm=False, max_position_embeddings=16384,
+                    projectors_bias=False, rms_norm_eps=1e-5, rope_theta=1e11,
+                    ssm_in_multiplier=1.25,
+                    ssm_multipliers=[0.3535533905932738, 0.25, 0.3535533905932738, 0.5,
+                                     0.3535533905932738],
+                    ssm_out_multiplier=0.23570226039551587,
+                ),
+            ),
+        },
+    ),
+    Family(
+        key="bamba",
+        title="Bamba",
+        page="modern/linear-attention.md",
+        tiny=dict(model_type="bamba", **HYBRID_SMALL, **MAMBA_SIZES, num_hidden_layers=3,
+                  attn_layer_indices=[1], mamba_d_head=16),
+        mechanisms={
+            **_mamba2(LINEAR_LAYERS),
+            "half of each head turned": Change(
+                patch=switches.patched(switches.full_rotary), layers=FULL),
+        },
+        init=SLOW_DECAY,
+        positions="slots, passed",  # decoding, its model puts every new token at 0
+    ),
+    Family(
+        key="olmo_hybrid",
+        title="OLMo-Hybrid",
+        page="modern/linear-attention.md",
+        tiny=dict(model_type="olmo_hybrid", **HYBRID_SMALL, num_hidden_layers=4,
+                  linear_num_key_heads=2, linear_num_value_heads=4,
+                  linear_key_head_dim=8, linear_value_head_dim=16),
+        mechanisms={
+            "state": Change(patch=switches.patched(switches.no_state),
+                            layers=LINEAR_LAYERS),
+            "decay": Change(patch=switches.patched(switches.no_decay),
+                            layers=LINEAR_LAYERS),
+            "short convolution": Change(patch=switches.patched(switches.no_conv),
+                                        layers=LINEAR_LAYERS),
+            "gate": Change(patch=switches.patched(switches.no_gdn_gate),
+                           layers=LINEAR_LAYERS),
+            "groups of keys": Change(patch=switches.patched(switches.no_key_groups),
+                                     layers=LINEAR_LAYERS),
+            "doubled beta": Change(patch=switches.patched(switches.beta_once),
+                                   layers=LINEAR_LAYERS),
+            "QK-norm across heads": Change(
+                patch=switches.patched(switches.qk_norm_per_head), layers=FULL),
+            "rotary": Change(patch=switches.patched(switches.no_rotary), layers=FULL),
+        },
+        init=SLOW_DECAY,
     ),
 ]
 

@@ -91,6 +91,8 @@ FORMS = {
     # chunks of 5: twelve tokens are chunks of 5, 5 and 2
     "GatedDeltaNet": {"chunked": {"form": "chunked", "chunk_size": 5},
                       "recurrent": {"form": "recurrent"}},
+    "Mamba2": {"chunked": {"form": "chunked", "chunk_size": 5},
+               "recurrent": {"form": "recurrent"}},
     "KimiDeltaAttention": {"chunked": {"form": "chunked", "chunk_size": 5},
                            "recurrent": {"form": "recurrent"}},
 }
@@ -268,7 +270,10 @@ def position_ids(key: str, mask: torch.Tensor | None) -> torch.Tensor | None:
     """The positions the family's model is called with: None (a plain call counts every
     slot, padding included), or, for a family whose layers read positions counted from
     each row's first real token, those ``generate`` passes: ``(B, T)``."""
-    if mask is None or FAMILIES[key].positions == "slots":
+    how = FAMILIES[key].positions
+    if how == "slots, passed":  # a model that does not count them itself (Bamba)
+        return torch.arange(T).expand(B, T)
+    if mask is None or how == "slots":
         return None
     counted = mask.long().cumsum(-1) - 1  # (B, T)
     return counted.masked_fill(mask == 0, 1)
@@ -516,7 +521,7 @@ class Proof:
     key: str
     variant: str | None
     layers: list
-    reach: dict  # mechanism -> {layer: largest move at real tokens}
+    reach: dict  # mechanism -> {(layer, mixer): largest move at real tokens}
 
     @property
     def worst(self) -> float:
@@ -532,10 +537,10 @@ class Proof:
             if not d <= tolerance(case)
         ]
         found += [
-            f"dropping {name!r} moves layer {layer} by {move:.1e} only (<= {REACH}): "
-            "the tiny config does not reach it"
-            for name, moves in self.reach.items() for layer, move in moves.items()
-            if not move > REACH
+            f"dropping {name!r} moves layer {layer} {mixer} by {move:.1e} only "
+            f"(<= {REACH}): the tiny config does not reach it"
+            for name, moves in self.reach.items()
+            for (layer, mixer), move in moves.items() if not move > REACH
         ]
         found += [f"{name!r} names no layer with a mixer"
                   for name, moves in self.reach.items() if not moves]
@@ -558,13 +563,14 @@ def _layers_with(key: str, variant: str | None, change: Change) -> list:
     where = mixers(key, variant)
     if change.layers is None:
         return list(where)
-    return [(i, name) for i, name in where
-            if i in change.layers or layer_kind(config, i)[1] in change.layers]
+    return [(i, name) for i, name in where if i in change.layers
+            or name in change.layers or layer_kind(config, i)[1] in change.layers]
 
 
 def reach(key: str, variant: str | None = None) -> dict:
-    """Mechanism -> {layer: how far dropping it moves that layer's output}, at real
-    tokens of the padded batch, each mixer fed what it read with the mechanism."""
+    """Mechanism -> {(layer, mixer): how far dropping it moves that mixer's output},
+    at real tokens of the padded batch (the unpadded one where transformers' padded rows
+    cannot serve), each mixer fed what it read with the mechanism."""
     found = {}
     padded = _padded_reference(key)
     real = real_tokens(padded)
@@ -572,7 +578,7 @@ def reach(key: str, variant: str | None = None) -> dict:
     for name, change in FAMILIES[key].mechanisms.items():
         dropped = reference_run(key, variant, "one pass", padded, mechanism=name)[0]
         found[name] = {
-            at[0]: (dropped[at]["output"] - base[at]["output"])[real].abs().max().item()
+            at: (dropped[at]["output"] - base[at]["output"])[real].abs().max().item()
             for at in _layers_with(key, variant, change)
         }
     return found

@@ -13,7 +13,9 @@ its modeling files spell them. Not a model module: it needs transformers.
 from __future__ import annotations
 
 import contextlib
+import copy
 import fnmatch
+import math
 from typing import Callable
 
 import torch
@@ -284,3 +286,186 @@ def no_unrotation(model):
     finally:
         for handle in handles:
             handle.remove()
+
+
+# --- the hybrids: Mamba-2 (Nemotron-H, Granite 4, Falcon-H1, Bamba), OLMo-Hybrid --------
+
+
+class _Patcher:
+    """What a switch sets with ``setattr``, kept to be put back."""
+
+    def __init__(self) -> None:
+        self.saved = []
+
+    def setattr(self, owner, name: str, value) -> None:
+        self.saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def undo(self) -> None:
+        for owner, name, value in reversed(self.saved):
+            setattr(owner, name, value)
+
+
+def patched(switch: Callable) -> Callable:
+    """A patch made of ``switch(model, patcher)``: what it sets with
+    ``patcher.setattr`` is put back after the runs (the weights it changes in place stay
+    changed: the harness gives each mechanism a model of its own)."""
+
+    @contextlib.contextmanager
+    def patch(model):
+        patcher = _Patcher()
+        switch(model, patcher)
+        try:
+            yield
+        finally:
+            patcher.undo()
+
+    return patch
+
+
+def _each(model, cls_name):
+    """Every submodule of ``model`` whose class name ends with ``cls_name``."""
+    return [m for m in model.modules() if type(m).__name__.endswith(cls_name)]
+
+
+def _mamba(model):
+    return [m for m in model.modules() if hasattr(m, "A_log") and hasattr(m, "D")]
+
+
+def _set(modules, name, value):
+    with torch.no_grad():
+        for module in modules:
+            getattr(module, name).fill_(value)
+
+
+def no_state(model, patch):  # every token forgets the state at once (exp(dt A) = 0)
+    _set(_mamba(model) or _each(model, "GatedDeltaNet"), "A_log", math.log(1e4))
+
+
+def no_decay(model, patch):  # A = 0: the state keeps everything
+    _set(_mamba(model) or _each(model, "GatedDeltaNet"), "A_log", -1e4)
+
+
+def no_conv(model, patch):  # the short convolution passes each token through
+    with torch.no_grad():
+        for module in _mamba(model) or _each(model, "GatedDeltaNet"):
+            module.conv1d.weight.zero_()
+            module.conv1d.weight[..., -1] = 1
+            if module.conv1d.bias is not None:
+                module.conv1d.bias.zero_()
+
+
+def no_gate(model, patch):  # the norm without its SiLU gate
+    for module in _mamba(model):
+        norm = module.norm
+        patch.setattr(norm, "forward", lambda h, gate=None, norm=norm: type(norm).forward(
+            norm, h, None))
+
+
+def no_norm_groups(model, patch):  # one RMS over all I channels instead of per group
+    for module in _mamba(model):
+        if hasattr(module.norm, "group_size"):
+            patch.setattr(module.norm, "group_size", module.intermediate_size)
+        else:  # Falcon-H1's norm counts groups
+            patch.setattr(module.norm, "n_groups", 1)
+
+
+def no_skip(model, patch):
+    _set(_mamba(model), "D", 0.0)
+
+
+def one_group(model, patch):  # every head reads group 0's B and C
+    with torch.no_grad():
+        for module in _mamba(model):
+            inner, width = module.intermediate_size, module.ssm_state_size
+            for start in (inner, inner + module.n_groups * width):  # B, then C (conv rows)
+                rows = module.conv1d.weight[start:start + module.n_groups * width]
+                rows.copy_(rows[:width].repeat(module.n_groups, 1, 1))
+                if module.conv1d.bias is not None:
+                    bias = module.conv1d.bias[start:start + module.n_groups * width]
+                    bias.copy_(bias[:width].repeat(module.n_groups))
+                proj = module.in_proj.weight[inner + start:inner + start
+                                             + module.n_groups * width]
+                proj.copy_(proj[:width].repeat(module.n_groups, 1))
+
+
+def chunks_apart(model, patch):  # each of transformers' chunks starts from a zero state
+    modeling = __import__(type(_mamba(model)[0]).__module__, fromlist=["_"])
+    scan = modeling.mamba2_chunk_scan
+
+    def apart(hidden, dt, A, B, C, chunk_size, **kw):
+        kw.pop("initial_states", None)
+        final = kw.get("return_final_states")
+        pieces = [scan(hidden[:, s:s + chunk_size], dt[:, s:s + chunk_size], A,
+                       B[:, s:s + chunk_size], C[:, s:s + chunk_size], chunk_size, **kw)
+                  for s in range(0, hidden.shape[1], chunk_size)]
+        outs = [p[0] if final else p for p in pieces]
+        out = torch.cat(outs, dim=1)
+        return (out, pieces[-1][1]) if final else out
+    patch.setattr(modeling, "mamba2_chunk_scan", apart)
+
+
+def no_key_groups(model, patch):  # Gated DeltaNet: every value head reads key head 0
+    with torch.no_grad():
+        for module in _each(model, "GatedDeltaNet"):
+            width = module.head_k_dim
+            for proj, start in ((module.q_proj, 0), (module.k_proj, module.key_dim)):
+                proj.weight.copy_(proj.weight[:width].repeat(module.num_k_heads, 1))
+                rows = module.conv1d.weight[start:start + module.key_dim]
+                rows.copy_(rows[:width].repeat(module.num_k_heads, 1, 1))
+
+
+SILU_OF_ONE = 1.2784645427610738  # silu(x) = 1 there: a gate that lets all through
+
+
+def no_gdn_gate(model, patch):
+    for module in _each(model, "GatedDeltaNet"):
+        norm = module.o_norm
+        patch.setattr(norm, "forward", lambda h, gate, norm=norm: type(norm).forward(
+            norm, h, torch.full_like(gate, SILU_OF_ONE)))
+
+
+def beta_once(model, patch):  # OLMo-Hybrid: beta in (0, 1), not (0, 2)
+    for module in _each(model, "GatedDeltaNet"):
+        patch.setattr(module, "allow_neg_eigval", False)
+
+
+def qk_norm_per_head(model, patch):  # OLMo-Hybrid: the QK-norm over each head instead
+    for attention in _each(model, "Attention"):
+        for norm in (attention.q_norm, attention.k_norm):
+            def per_head(h, norm=norm, d=attention.head_dim):
+                heads = h.float().unflatten(-1, (-1, d))
+                heads = heads * torch.rsqrt(heads.pow(2).mean(-1, keepdim=True)
+                                            + norm.variance_epsilon)
+                return (norm.weight * heads.flatten(-2)).to(h.dtype)
+            patch.setattr(norm, "forward", per_head)
+
+
+def no_rotary(model, patch):
+    patch.setattr(model.model, "rotary_emb", None)
+
+
+def full_rotary(model, patch):  # Bamba: turn the whole head instead of its half
+    config = copy.deepcopy(model.config)
+    config.rope_parameters = {**config.rope_parameters, "partial_rotary_factor": 1.0}
+    patch.setattr(model.model, "rotary_emb", type(model.model.rotary_emb)(config))
+
+
+def plain_attention_scale(model, patch):  # Granite: 1 / sqrt(d_h), not the multiplier
+    for attention in _each(model, "Attention"):
+        patch.setattr(attention, "scaling", attention.head_dim**-0.5)
+
+
+def no_key_multiplier(model, patch):  # Falcon-H1
+    for attention in _each(model, "Attention"):
+        patch.setattr(attention, "key_multiplier", 1.0)
+
+
+def no_mup_vector(model, patch):  # Falcon-H1: ssm_multipliers, outside the state dict
+    for module in _mamba(model):
+        patch.setattr(module, "mup_vector", torch.ones_like(module.mup_vector))
+
+
+def no_ssm_in_multiplier(model, patch):  # Falcon-H1
+    for module in _mamba(model):
+        patch.setattr(module, "ssm_in_multiplier", 1.0)
