@@ -210,10 +210,11 @@ def sparse_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
             achieved = [r["bytes_read"] / r["median_s"] / limit for r in rows]
             right.plot(held, achieved, marker=marker, color=color, linestyle=style,
                        label=label)
-        # The two reference lines drawn thicker than a grid line, and their legend samples
-        # longer than the default, so that the dotted one shows as dots (at 1 pt it was a
-        # faint grey smudge in the legend).
-        crossover = left.axvline(predicted, color="#7f7f7f", linestyle=":", linewidth=1.8,
+        # The two reference lines drawn thicker than a grid line, and their legend
+        # samples longer than the default, so that the dotted one shows as dots (at
+        # 1 pt it was a faint grey smudge in the legend).
+        crossover = left.axvline(predicted, color="#7f7f7f", linestyle=":",
+                                 linewidth=1.8,
                                  label="where the bytes predict the gathered\nform wins"
                                  if narrow else "where the bytes predict the gathered "
                                  "form wins")

@@ -58,9 +58,9 @@ MARGIN = 4.0  # around the drawing
 # rest is headroom), lines narrower than MIN_WRAP points excepted: they read worse
 # broken than small.
 PHONE_COLUMN_PX, TEXT_PX, MIN_WRAP = 358.0, 10.0, 60.0
-# The column from 960 px up (686 CSS px), where the chart as written shows: its labels are
-# broken until its smallest text shows at WIDE_TEXT_PX there, nearer the prose's 16 px (a
-# chart 1,075 px wide showed its labels at 9.4 px).
+# The column from 960 px up (686 CSS px), where the chart as written shows: its labels
+# are broken until its smallest text shows at WIDE_TEXT_PX there, nearer the prose's
+# 16 px (a chart 1,075 px wide showed its labels at 9.4 px).
 WIDE_COLUMN_PX, WIDE_TEXT_PX = 686.0, 12.0
 BOX_FILL = (0.31, 0.42, 0.93, 0.13)  # a tint that reads on light and dark pages alike
 
@@ -924,9 +924,9 @@ def _fit(graph: Graph, column_px: float, text_px: float = TEXT_PX) -> Graph:
 
 
 def variants(graph: Graph) -> list[Graph]:
-    """The charts drawn for ``graph``: itself, fitted to the column from 960 px up, then,
-    where it differs, the chart for narrow screens: turned top to bottom and fitted to a
-    phone's column."""
+    """The charts drawn for ``graph``: itself, fitted to the column from 960 px up,
+    then, where it differs, the chart for narrow screens: turned top to bottom and
+    fitted to a phone's column."""
     wide = _fit(graph, WIDE_COLUMN_PX, WIDE_TEXT_PX)
     narrow = _fit(_turned(graph), PHONE_COLUMN_PX)
     return [wide] if narrow == wide else [wide, narrow]

@@ -292,8 +292,8 @@ def heads_explorer(
         )
     states = {}
     blocks = []
-    # A row per layer; from 960 px, every head in one row where they fit (explorer.css), so
-    # that the figure fits a window 800 px high.
+    # A row per layer; from 960 px, every head in one row where they fit (explorer.css),
+    # so that the figure fits a window 800 px high.
     grid = "heads-grid heads-grid--one-row" if L * H <= ONE_ROW else "heads-grid"
     for phase, weights in phases.items():
         tiles = []

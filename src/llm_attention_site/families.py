@@ -40,13 +40,14 @@ VOCAB = 50  # tiny models' vocabulary
 @dataclass(frozen=True)
 class Change:
     """A change to a tiny transformers model: ``config`` fields replaced before it is
-    built, then ``edit(model)`` on the built model (weights already set). As a
-    mechanism's switch, ``layers`` names the layers whose output must move when it is
-    dropped (indices, or kinds such as ``"sliding_attention"``; None: every layer with
-    a token mixer); ``patch(model)``, a context manager the model's runs go through
-    (a change to transformers' code or to weights, undone after). As a variant, ``ties`` says that it leaves choices to
-    ``torch.topk``'s tie-breaking, which differs with the shape of the call: the
-    variant is compared with transformers call for call, not decoding against one
+    built, then ``edit(model)`` on the built model (weights already set);
+    ``patch(model)``, a context manager the model's runs go through (a change to
+    transformers' code or to weights, undone after). As a mechanism's switch,
+    ``layers`` names the mixers whose output must move when it is dropped (layer
+    indices, kinds such as ``"sliding_attention"``, or mixer names such as
+    ``"mamba"``; None: every token mixer). As a variant, ``ties`` says that it leaves
+    choices to ``torch.topk``'s tie-breaking, which differs with the shape of the call:
+    the variant is compared with transformers call for call, not decoding against one
     pass."""
 
     config: dict = field(default_factory=dict)
@@ -76,7 +77,7 @@ class Family:
     padded_rows: str = "reference"
     # "slots": positions count every slot, padding included, as a plain model call does;
     # "slots, passed": the same, passed to a model that does not count them itself;
-    # "from first real token": as ``generate`` passes them (the family's layers read them)
+    # "from first real token": as ``generate`` passes them (the layers read them)
     positions: str = "slots"
 
 
@@ -131,8 +132,10 @@ MISTRAL4_ROPE = dict(  # YaRN over 4 positions, the query scale growing every 4
     type="yarn", rope_theta=10000.0, factor=4.0, original_max_position_embeddings=4,
     beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0,
     llama_4_scaling_beta=0.5)
-MIMO_ROPE = {kind: dict(rope_type="default", rope_theta=theta, partial_rotary_factor=0.334)
-             for kind, theta in (("full_attention", 5e6), ("sliding_attention", 1e4))}
+MIMO_ROPE = {
+    kind: dict(rope_type="default", rope_theta=theta, partial_rotary_factor=0.334)
+    for kind, theta in (("full_attention", 5e6), ("sliding_attention", 1e4))
+}
 LAGUNA_ROPE = {  # Laguna XS.2.1's kinds: YaRN on half of each head of the full layers
     "full_attention": dict(rope_type="yarn", rope_theta=5e5, factor=4.0,
                            original_max_position_embeddings=4, beta_fast=64.0,
@@ -149,7 +152,8 @@ HYBRID_SMALL = dict(  # the hybrids' tiny sizes: width 64, 4 query and 2 key/val
     max_position_embeddings=64, intermediate_size=64, pad_token_id=0, bos_token_id=1,
     eos_token_id=2,
 )
-MAMBA_SIZES = dict(mamba_n_heads=8, mamba_d_state=16, mamba_n_groups=2, mamba_chunk_size=8)
+MAMBA_SIZES = dict(mamba_n_heads=8, mamba_d_state=16, mamba_n_groups=2,
+                   mamba_chunk_size=8)
 SLOW_DECAY = {  # decays of 0.02 to 0.2, steps of about 0.05 to 0.3: the state carries
     "*A_log": lambda p: p.copy_(torch.empty(p.shape).uniform_(0.02, 0.2).log()),
     "*dt_bias": lambda p: p.uniform_(-3.0, -1.0),
@@ -822,7 +826,7 @@ _FAMILIES = [
         key="glm5",
         title="GLM-5",
         page="modern/sparse-attention.md",
-        tiny=dict(  # layer 1 reuses layer 0's top-k; 16 indexer heads: no ReLU ties at 0
+        tiny=dict(  # layer 1 reuses layer 0's top-k; 16 indexer heads: no ReLU ties
             model_type="glm_moe_dsa", **SMALL_2026, num_hidden_layers=3,
             num_attention_heads=4, num_key_value_heads=4, n_routed_experts=2,
             num_experts_per_tok=1, moe_intermediate_size=16, first_k_dense_replace=3,
@@ -838,8 +842,8 @@ _FAMILIES = [
         },
         published={
             "GLM-5.3": (
-                "zai-org/GLM-5.3/config.json, as copied by others (TorchMoE/MoE-Infinity "
-                "tests/fixtures/glm_5_3/config.json)",
+                "zai-org/GLM-5.3/config.json, as copied by others "
+                "(TorchMoE/MoE-Infinity tests/fixtures/glm_5_3/config.json)",
                 dict(
                     model_type="glm_moe_dsa", hidden_size=6144, num_hidden_layers=78,
                     num_attention_heads=64, num_key_value_heads=64, q_lora_rank=2048,
@@ -847,8 +851,8 @@ _FAMILIES = [
                     v_head_dim=256, head_dim=192, index_topk=2048, index_n_heads=32,
                     index_head_dim=128, index_topk_freq=4, index_skip_topk_offset=3,
                     index_topk_pattern=None, indexer_rope_interleave=True,
-                    indexer_types=["full"] * 3 + ["shared", "shared", "shared", "full"] * 18
-                    + ["shared"] * 3,
+                    indexer_types=["full"] * 3
+                    + ["shared", "shared", "shared", "full"] * 18 + ["shared"] * 3,
                     max_position_embeddings=1048576, rms_norm_eps=1e-5,
                     rope_interleave=True,
                     rope_parameters={"rope_theta": 8000000, "rope_type": "default"},
@@ -865,7 +869,8 @@ _FAMILIES = [
             model_type="minimax_m3_vl_text", **SMALL_2026, num_hidden_layers=3,
             num_attention_heads=4, num_key_value_heads=2, num_local_experts=2,
             num_experts_per_tok=1, dense_intermediate_size=32,
-            shared_intermediate_size=16, head_dim=16, index_head_dim=16, index_n_heads=2,
+            shared_intermediate_size=16, head_dim=16, index_head_dim=16,
+            index_n_heads=2,
             index_block_size=3, index_topk_blocks=2, index_local_blocks=1,
             layer_types=["full_attention", "minimax_m3_sparse", "minimax_m3_sparse"],
             rope_parameters=M3_ROPE,
@@ -881,9 +886,9 @@ _FAMILIES = [
         padded_rows="prompt alone",
         published={
             "MiniMax-M3": (
-                "MiniMaxAI/MiniMax-M3/config.json, as copied by others (its text_config as a "
-                "test copies it from nvidia/MiniMax-M3-NVFP4; its sparse_attention_config "
-                "as ports' tests copy it)",
+                "MiniMaxAI/MiniMax-M3/config.json, as copied by others (its "
+                "text_config as a test copies it from nvidia/MiniMax-M3-NVFP4; its "
+                "sparse_attention_config as ports' tests copy it)",
                 dict(
                     model_type="minimax_m3_vl", text_config=dict(
                         model_type="minimax_m3", hidden_size=6144, num_hidden_layers=60,
@@ -922,9 +927,10 @@ _FAMILIES = [
         positions="from first real token",  # the query scale reads position_ids
         published={
             "Mistral Small 4": (
-                "mistralai/Mistral-Small-4-119B-2603/config.json (text_config), as copied "
-                "by others (its YaRN and llama_4_scaling_beta as a converter writes them "
-                "for it); transformers' Mistral4Config defaults name this checkpoint",
+                "mistralai/Mistral-Small-4-119B-2603/config.json (text_config), as "
+                "copied by others (its YaRN and llama_4_scaling_beta as a converter "
+                "writes them for it); transformers' Mistral4Config defaults name this "
+                "checkpoint",
                 dict(
                     model_type="mistral3", text_config=dict(
                         model_type="mistral4", hidden_size=4096, num_hidden_layers=36,
@@ -952,7 +958,8 @@ _FAMILIES = [
             num_attention_heads=4, num_key_value_heads=2, n_routed_experts=2,
             num_experts_per_tok=1, moe_intermediate_size=16, head_dim=12, v_head_dim=8,
             sliding_window=4, attention_value_scale=0.707,
-            layer_types=["full_attention", "sliding_attention"], rope_parameters=MIMO_ROPE,
+            layer_types=["full_attention", "sliding_attention"],
+            rope_parameters=MIMO_ROPE,
         ),
         mechanisms={
             "window": Change(config=dict(sliding_window=64), layers=SLIDING),
@@ -971,13 +978,15 @@ _FAMILIES = [
                 dict(
                     model_type="mimo_v2_flash", hidden_size=4096, num_hidden_layers=48,
                     num_attention_heads=64, num_key_value_heads=4, head_dim=192,
-                    v_head_dim=128, swa_num_attention_heads=64, swa_num_key_value_heads=8,
+                    v_head_dim=128, swa_num_attention_heads=64,
+                    swa_num_key_value_heads=8,
                     swa_head_dim=192, swa_v_head_dim=128, partial_rotary_factor=0.334,
                     rope_theta=5000000, swa_rope_theta=10000, sliding_window=128,
                     sliding_window_size=128,
                     hybrid_layer_pattern=[int(not (i == 0 or (i + 1) % 6 == 0))
                                           for i in range(48)],
-                    add_swa_attention_sink_bias=True, add_full_attention_sink_bias=False,
+                    add_swa_attention_sink_bias=True,
+                    add_full_attention_sink_bias=False,
                     attention_value_scale=0.707, max_position_embeddings=262144,
                 ),
             ),
@@ -988,7 +997,8 @@ _FAMILIES = [
         title="Laguna",
         page="modern/open-families.md",
         tiny=dict(  # four heads, then six; a gate per head
-            model_type="laguna", **SMALL_2026, num_hidden_layers=2, num_attention_heads=4,
+            model_type="laguna", **SMALL_2026, num_hidden_layers=2,
+            num_attention_heads=4,
             num_key_value_heads=2, num_experts=2, num_experts_per_tok=1,
             moe_intermediate_size=16, shared_expert_intermediate_size=16, head_dim=8,
             sliding_window=4, layer_types=["full_attention", "sliding_attention"],
@@ -1030,8 +1040,9 @@ _FAMILIES = [
                             original_max_position_embeddings=8192, beta_slow=1.0,
                             beta_fast=64.0, attention_factor=1.3465735902799727,
                             partial_rotary_factor=0.5),
-                        "sliding_attention": dict(rope_type="default", rope_theta=10000.0,
-                                                  partial_rotary_factor=1.0)},
+                        "sliding_attention": dict(
+                            rope_type="default", rope_theta=10000.0,
+                            partial_rotary_factor=1.0)},
                 ),
             ),
         },
@@ -1058,14 +1069,17 @@ _FAMILIES = [
         mechanisms={
             "window": Change(config=dict(sliding_window=64)),
             "compressed entries (CSA)": Change(
-                patch=lambda m: switches.without_entries(m, CSA_KIND), layers=(CSA_KIND,)),
+                patch=lambda m: switches.without_entries(m, CSA_KIND),
+                layers=(CSA_KIND,)),
             "compressed entries (HCA)": Change(
-                patch=lambda m: switches.without_entries(m, HCA_KIND), layers=(HCA_KIND,)),
+                patch=lambda m: switches.without_entries(m, HCA_KIND),
+                layers=(HCA_KIND,)),
             "compression rate (CSA)": Change(
                 patch=lambda m: switches.halved_rate(m, CSA_KIND), layers=(CSA_KIND,)),
             "compression rate (HCA)": Change(
                 patch=lambda m: switches.halved_rate(m, HCA_KIND), layers=(HCA_KIND,)),
-            "overlapping windows": Change(patch=switches.no_overlap, layers=(CSA_KIND,)),
+            "overlapping windows": Change(patch=switches.no_overlap,
+                                          layers=(CSA_KIND,)),
             "top-k": Change(config=dict(index_topk=64), layers=(CSA_KIND,)),
             "sinks": Change(patch=switches.no_sinks),
             "the output turned back": Change(patch=switches.no_unrotation),
@@ -1073,8 +1087,8 @@ _FAMILIES = [
                 config=dict(rope_parameters={"rope_type": "default"}),
                 layers=(CSA_KIND, HCA_KIND)),
         },
-        # transformers' compressors pool every slot, padding included, in windows counted
-        # from the row's first slot (modeling_deepseek_v4.py:418, 534, 650)
+        # transformers' compressors pool every slot, padding included, in windows
+        # counted from the row's first slot (modeling_deepseek_v4.py:418, 534, 650)
         padded_rows="prompt alone",
         published={
             "DeepSeek-V4-Flash": (
@@ -1095,7 +1109,8 @@ _FAMILIES = [
                 dict(
                     model_type="deepseek_v4", hidden_size=7168, num_hidden_layers=61,
                     num_attention_heads=128, num_key_value_heads=1, head_dim=512,
-                    q_lora_rank=1536, qk_rope_head_dim=64, o_groups=16, o_lora_rank=1024,
+                    q_lora_rank=1536, qk_rope_head_dim=64, o_groups=16,
+                    o_lora_rank=1024,
                     sliding_window=128,
                     compress_ratios=[128, 128] + [4, 128] * 29 + [4, 0],
                     index_n_heads=64, index_head_dim=128, index_topk=1024,
@@ -1128,8 +1143,9 @@ _FAMILIES = [
                     model_type="nemotron_h", hidden_size=2688, num_hidden_layers=52,
                     hybrid_override_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*"
                     "EMEMEMEM*EMEMEMEME",
-                    num_attention_heads=32, num_key_value_heads=2, attention_head_dim=128,
-                    mamba_num_heads=64, mamba_head_dim=64, n_groups=8, ssm_state_size=128,
+                    num_attention_heads=32, num_key_value_heads=2,
+                    attention_head_dim=128, mamba_num_heads=64, mamba_head_dim=64,
+                    n_groups=8, ssm_state_size=128,
                     conv_kernel=4, chunk_size=128, expand=2, use_conv_bias=True,
                     mamba_proj_bias=False, use_bias=False, mamba_hidden_act="silu",
                     layer_norm_epsilon=1e-5, max_position_embeddings=8192,
@@ -1169,7 +1185,8 @@ _FAMILIES = [
             "muP vector": Change(patch=switches.patched(switches.no_mup_vector),
                                  layers=("mamba",)),
             "ssm_in_multiplier": Change(
-                patch=switches.patched(switches.no_ssm_in_multiplier), layers=("mamba",)),
+                patch=switches.patched(switches.no_ssm_in_multiplier),
+                layers=("mamba",)),
             "key_multiplier": Change(patch=switches.patched(switches.no_key_multiplier),
                                      layers=("self_attn",)),
         },
@@ -1185,7 +1202,8 @@ _FAMILIES = [
                     key_multiplier=0.39062499999999994, attention_in_multiplier=1.0,
                     attention_out_multiplier=0.9375, mamba_chunk_size=128,
                     mamba_conv_bias=True, mamba_d_conv=4, mamba_d_head=64,
-                    mamba_d_state=128, mamba_expand=2, mamba_n_groups=1, mamba_n_heads=24,
+                    mamba_d_state=128, mamba_expand=2, mamba_n_groups=1,
+                    mamba_n_heads=24,
                     mamba_norm_before_gate=False, mamba_proj_bias=False,
                     mamba_rms_norm=False, max_position_embeddings=16384,
                     projectors_bias=False, rms_norm_eps=1e-5, rope_theta=1e11,
@@ -1201,8 +1219,8 @@ _FAMILIES = [
         key="bamba",
         title="Bamba",
         page="modern/linear-attention.md",
-        tiny=dict(model_type="bamba", **HYBRID_SMALL, **MAMBA_SIZES, num_hidden_layers=3,
-                  attn_layer_indices=[1], mamba_d_head=16),
+        tiny=dict(model_type="bamba", **HYBRID_SMALL, **MAMBA_SIZES,
+                  num_hidden_layers=3, attn_layer_indices=[1], mamba_d_head=16),
         mechanisms={
             **_mamba2(LINEAR_LAYERS),
             "half of each head turned": Change(

@@ -482,14 +482,15 @@ def to_html(fig: plt.Figure, alt: str, *, text_pt: float | None = None) -> str:
     scale_attr = f' data-scale="{scale}"' if scale else ""
     if text_pt is not None:
         scale_attr += f' data-text-pt="{text_pt:g}"'
-    # The drawn size, so that a page keeps the figure's room before the image loads: to a
-    # thousandth of a pixel, not a whole one, so that the room is the image's own shape (a
-    # rounded size moved the text below each figure by a fraction of a pixel as it loaded).
+    # The drawn size, so that a page keeps the figure's room before the image loads:
+    # to a thousandth of a pixel, not a whole one, so that the room is the image's own
+    # shape (a rounded size moved the text below each figure by a fraction of a pixel
+    # as it loaded).
     size = re.search(r'<svg[^>]*\bwidth="([\d.]+)pt"[^>]*\bheight="([\d.]+)pt"', light)
     size_attr = ""
     if size:
-        width, height = (f"{float(v) * 4 / 3:.3f}".rstrip("0").rstrip(".")  # pt -> CSS px
-                         for v in size.groups())
+        width, height = (  # pt -> CSS px
+            f"{float(v) * 4 / 3:.3f}".rstrip("0").rstrip(".") for v in size.groups())
         size_attr = f' width="{width}" height="{height}"'
     tags = []
     for variant, svg in (("light", light), ("dark", dark)):

@@ -91,7 +91,8 @@ def weights_file(model: GPTModel) -> tuple[str, bytes]:
         chunks.append(data)
         offset += len(data)
     heads = model.trf_blocks[0].att.num_heads  # the shapes give neither this
-    eps = {m.eps for m in model.modules() if isinstance(m, torch.nn.LayerNorm)}  # nor this
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    eps = {m.eps for m in norms}  # nor this
     if len(eps) != 1:
         raise ValueError(f"model's layer norms must share one eps, got {sorted(eps)}")
     header["__metadata__"] = {"format": "pt", "num_heads": str(heads),

@@ -335,8 +335,8 @@ def _prompt_alone_run(key: str, variant: str | None, split: str) -> Calls:
             if first >= end:  # no real token of this row in this call
                 continue
             with _recording(built, config, where) as recorded, torch.no_grad():
-                out = built(input_ids=ids[row : row + 1, first:end], past_key_values=cache,
-                            use_cache=split != "one pass")
+                out = built(input_ids=ids[row : row + 1, first:end],
+                            past_key_values=cache, use_cache=split != "one pass")
             cache = out.past_key_values
             for at, seen in recorded.items():
                 for name in ("input", "output"):
@@ -614,9 +614,11 @@ def prove_mixer(key, variant, at):  # -> LayerProof
         padded = _padded_reference(key)
         real = real_tokens(padded)
         masked = weights * real[..., None]  # (B, T, d): real tokens' outputs only
-        got = our_run(key, variant, at, form, "one pass", padded, grad_weights=masked)[0]
+        got = our_run(key, variant, at, form, "one pass", padded,
+                      grad_weights=masked)[0]
         expected = reference_gradient(key, variant, at, padded, masked)
-        diff[form, "gradients" + (", padded" if padded else "")] = _gap(got, expected, real)
+        case = "gradients" + (", padded" if padded else "")
+        diff[form, case] = _gap(got, expected, real)
     return proof
 # --8<-- [end:prove_mixer]
 

@@ -213,7 +213,8 @@ def without_entries(model, kind):
 
 @contextlib.contextmanager
 def halved_rate(model, kind):
-    """Every compressor of that kind pools half as many tokens (its first position biases)."""
+    """Every compressor of that kind pools half as many tokens (its first position
+    biases)."""
     saved = []
     for compressor in compressors(model, kind):
         saved.append((compressor, compressor.compress_rate, compressor.position_bias))
@@ -260,8 +261,8 @@ def no_sinks(model):
 
 @contextlib.contextmanager
 def no_unrotation(model):
-    """The output's turn back undone: each layer's output projection gets the heads turned
-    forward again by the query's angle, before it mixes them."""
+    """The output's turn back undone: each layer's output projection gets the heads
+    turned forward again by the query's angle, before it mixes them."""
     from transformers.models.deepseek_v4 import modeling_deepseek_v4 as v4
 
     handles = []
@@ -274,7 +275,8 @@ def no_unrotation(model):
         def turn(module, args, _seen=seen, _heads=attention.num_heads):
             grouped = args[0]  # (B, T, g, H d / g)
             shape = grouped.shape
-            heads = grouped.reshape(*shape[:2], _heads, -1).transpose(1, 2)  # (B, H, T, d)
+            heads = grouped.reshape(*shape[:2], _heads, -1)  # (B, T, H, d)
+            heads = heads.transpose(1, 2)  # (B, H, T, d)
             cos, sin = _seen["cos_sin"]
             turned = v4.apply_rotary_pos_emb(heads, cos, sin).transpose(1, 2)
             return (turned.reshape(shape),)
@@ -288,7 +290,7 @@ def no_unrotation(model):
             handle.remove()
 
 
-# --- the hybrids: Mamba-2 (Nemotron-H, Granite 4, Falcon-H1, Bamba), OLMo-Hybrid --------
+# --- the hybrids: Mamba-2 (Nemotron-H, Granite 4, Falcon-H1, Bamba), OLMo-Hybrid ---
 
 
 class _Patcher:
@@ -358,8 +360,8 @@ def no_conv(model, patch):  # the short convolution passes each token through
 def no_gate(model, patch):  # the norm without its SiLU gate
     for module in _mamba(model):
         norm = module.norm
-        patch.setattr(norm, "forward", lambda h, gate=None, norm=norm: type(norm).forward(
-            norm, h, None))
+        patch.setattr(norm, "forward", lambda h, gate=None, norm=norm:
+                      type(norm).forward(norm, h, None))
 
 
 def no_norm_groups(model, patch):  # one RMS over all I channels instead of per group
@@ -378,7 +380,7 @@ def one_group(model, patch):  # every head reads group 0's B and C
     with torch.no_grad():
         for module in _mamba(model):
             inner, width = module.intermediate_size, module.ssm_state_size
-            for start in (inner, inner + module.n_groups * width):  # B, then C (conv rows)
+            for start in (inner, inner + module.n_groups * width):  # B, then C rows
                 rows = module.conv1d.weight[start:start + module.n_groups * width]
                 rows.copy_(rows[:width].repeat(module.n_groups, 1, 1))
                 if module.conv1d.bias is not None:
