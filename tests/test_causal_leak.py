@@ -85,6 +85,15 @@ REGISTRY = {
     "GatedRMSNorm": "not attention: it norms each position's own output; the linear layers are checked with it",
     "RotaryEmbedding": "not attention: it turns each position's own query or key; ModernAttention is checked with it",
     "UnitOffsetRMSNorm": "not attention: it norms each position's own query or key; FAMILY_OPTIONS checks it",
+    "BlockSparseAttention": (  # blocks of 2 in 7 tokens, the top 2 and the local one
+        lambda **kw: _c("block_sparse", "BlockSparseAttention")(
+            D_IN, 8, CONTEXT, 0.0, 4, 2, index_n_heads=2, index_head_dim=4, block_size=2,
+            top_k=2, **kw),
+        embeddings,
+    ),
+    "BlockIndexer": "not attention: it scores blocks for BlockSparseAttention, which is checked with it",
+    "Mamba2": (lambda **kw: mamba2_layer(), embeddings),
+    "GroupedGatedRMSNorm": "not attention: it norms each position's own output; Mamba2 is checked with it",
 }  # fmt: skip
 
 # ModernAttention with each family's options, windows shorter than the sequence: (options, paths)
@@ -279,6 +288,11 @@ def gated_delta_net(form="chunked"):
     )
 
 
+def mamba2_layer(form="chunked"):
+    return _c("mamba2", "Mamba2")(D_IN, D_IN, 4, head_dim=4, state_size=4, num_groups=2,
+                                  chunk_size=3, form=form)
+
+
 def kimi_delta(form="chunked"):
     return _c("linear_attention", "KimiDeltaAttention")(D_IN, 8, 2, head_dim=4, chunk_size=3,
                                                         form=form)
@@ -286,7 +300,8 @@ def kimi_delta(form="chunked"):
 
 @pytest.mark.parametrize("form", ["chunked", "recurrent"])
 @pytest.mark.parametrize("mode", ["train", "eval"])
-@pytest.mark.parametrize("build", [gated_delta_net, kimi_delta], ids=["gated-delta-net", "kda"])
+@pytest.mark.parametrize("build", [gated_delta_net, kimi_delta, mamba2_layer],
+                         ids=["gated-delta-net", "kda", "mamba2"])
 def test_linear_attention_does_not_leak_in_either_form(build, form, mode):
     """The state reads only what came before; chunks of 3 over 7 tokens, the last one short."""
     torch.manual_seed(0)

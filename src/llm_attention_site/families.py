@@ -1152,7 +1152,6 @@ _FAMILIES = [
                 ),
             ),
         },
-        tables=("hybrid",),
     ),
     Family(
         key="granite4",
