@@ -117,8 +117,9 @@ class Mamba2(nn.Module):
         form: ``"chunked"`` or ``"recurrent"`` for prompts (same result); one token
             always takes one step.
         time_step_limit: ``(low, high)``: ``dt`` is clamped to it.
-        in_bias, conv_bias, out_bias: biases of the input projection, the
-            convolution and the output projection.
+        in_bias: a bias on the input projection.
+        conv_bias: a bias on the short convolution.
+        out_bias: a bias on the output projection.
         norm: the RMSNorm before the output projection; without it, the gate alone.
         norm_before_gate: norm then gate (Falcon-H1's default) instead of gate then
             norm.
@@ -141,7 +142,7 @@ class Mamba2(nn.Module):
         time_step_limit: tuple[float, float] = (0.0, math.inf),
         in_bias: bool = False, conv_bias: bool = True, out_bias: bool = False,
         norm: bool = True, norm_before_gate: bool = False, norm_eps: float = 1e-5,
-        in_multiplier: float = 1.0, projection_multipliers=None,
+        in_multiplier: float = 1.0, projection_multipliers: list | None = None,
     ) -> None:
         sizes = dict(d_in=d_in, d_out=d_out, num_heads=num_heads, head_dim=head_dim,
                      state_size=state_size, num_groups=num_groups,
