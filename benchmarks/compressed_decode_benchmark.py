@@ -55,8 +55,8 @@ arithmetic on a CPU core (139K multiply-adds per held token: one call took 1.1 s
 18 s at 512K here, on a busy machine) and its cache is 1.2 GB at 512K. With every cache of
 512K tokens held at once and one step of each run, the process peaked at 7.1 GB; counted from
 single calls, the whole run should take four to six minutes on a quiet machine. 1M would
-double the dense step and the caches: about 10 GB, and several minutes more. The driver times one length at a time and frees its caches before
-filling the next.
+double the dense step and the caches: about 10 GB, and several minutes more. The driver
+times one length at a time and frees its caches before filling the next.
 
 The driver writes ``benchmarks/compressed_decode_results.json`` and the figure the page draws
 from it, ``benchmarks/compressed_decode_benchmark.svg``; ``--quick`` checks the script in

@@ -470,3 +470,76 @@ def compressed_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
                   narrow)
         fig.tight_layout()
     return fig
+
+
+MAMBA2_SETTINGS = {
+    "mamba2": ("Mamba-2 (state)", "#2ca02c", "^"),
+    "gdn": ("Gated DeltaNet (state)", "#9467bd", "D"),
+    "gqa": ("grouped-query (KV cache)", "#1f77b4", "s"),
+}
+# Who ran each bar of the prefill panel: this package's chunked form, transformers'
+# pure-torch function, the token loop.
+MAMBA2_BARS = {"ours": ("chunked form, ours", "#2ca02c"),
+               "transformers": ("transformers' torch path", "#e8710a"),
+               "loop": ("token loop, ours", "#9467bd")}
+
+
+def mamba2_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time to decode one token against the tokens held, Mamba-2, Gated DeltaNet and
+    grouped-query attention at Nemotron-H's width; and one call on a prompt: Mamba-2's
+    chunked form against its token loop, and the chunked forms of Gated DeltaNet, Kimi
+    Delta Attention and Mamba-2 against transformers'
+    (``benchmarks/mamba2_results.json``), bars at the median with the spread."""
+    prefill, versus = report["prefill"], report["versus"]
+    shape = f"{versus['heads']} heads of {versus['head_dim']}"
+    mamba = f"{prefill['heads']} heads of {prefill['head_dim']}"
+    names = {"gdn": f"Gated DeltaNet, {shape}", "kda": f"Kimi Delta Attention, {shape}",
+             "mamba2": f"Mamba-2 scan, {mamba}"}
+    pairs = [(f"Mamba-2's rule, {mamba}",
+              [("loop", prefill["recurrent"]), ("ours", prefill["chunked"])])]
+    pairs += [(names[name],
+               [("transformers", pair["transformers"]), ("ours", pair["ours"])])
+              for name, pair in versus["pairs"].items()]
+    with plt.rc_context({"font.size": TEXT_PT}):
+        fig, (left, right), legend_row = _panels(narrow, 3.4 if narrow else 3.6,
+                                                 legend_rows=1.25 if narrow else 0.65)
+        for setting, (label, color, marker) in MAMBA2_SETTINGS.items():
+            rows = [r for r in report["results"] if r["setting"] == setting]
+            held = [r["held"] for r in rows]
+            left.plot(held, [r["median_s"] * 1e3 for r in rows], marker=marker,
+                      color=color, label=label)
+        left.set(xscale="log", xlabel="tokens held", ylabel="ms per decoded token",
+                 title="Decoding one token (one layer)")
+        left.set_ylim(bottom=0)
+        shown = held if not narrow else held[::2]  # a phone: every other length
+        left.set_xticks(shown, labels=[f"{h // 1024}K" if h >= 1024 else str(h)
+                                       for h in shown])
+        left.xaxis.set_minor_locator(NullLocator())
+        left.xaxis.set_minor_formatter(NullFormatter())
+        left.grid(alpha=0.3, which="both")
+        # each pair: its name on a row of its own, then its two bars, top to bottom
+        top = 3 * len(pairs)
+        for i, (name, cells) in enumerate(pairs):
+            row = top - 3 * i
+            right.text(0.01, row - 0.2, name, transform=right.get_yaxis_transform(),
+                       va="center", ha="left")
+            for j, (who, cell) in enumerate(cells, 1):
+                right.barh(row - j, cell["median_s"] * 1e3, xerr=cell["iqr_s"] * 1e3,
+                           height=0.8, color=MAMBA2_BARS[who][1],
+                           error_kw={"ecolor": "#7f7f7f"})
+        right.set_ylim(0.4, top + 0.4)
+        right.set_yticks([])
+        right.set(xscale="log", xlabel="ms per call (log)",
+                  title=f"One call on a prompt of {versus['tokens']:,} tokens")
+        _log_axes(right, which="x")
+        right.grid(alpha=0.3, which="both", axis="x")
+        handles = left.get_legend_handles_labels()[0]
+        handles += [plt.Rectangle((0, 0), 1, 1, color=color, label=label)
+                    for label, color in MAMBA2_BARS.values()]
+        legend_row.legend(handles, [h.get_label() for h in handles], loc="center",
+                          ncol=1 if narrow else 2, borderaxespad=0)
+        machine = report["machine"]
+        _suptitle(fig, f"{machine['threads']} thread, torch {machine['torch']}, "
+                  f"{machine.get('dtype', 'float32')}, Nemotron-H's width", narrow)
+        fig.tight_layout()
+    return fig
