@@ -15,7 +15,8 @@ every script:
   back to ``held`` tokens, so every call decodes at the same position. By default every length
   of every setting is timed in one set of turns, so that a burst of someone else's work slows
   all lengths alike; ``by_length`` times the settings of one length together, then the next
-  (less memory: one length's caches at a time);
+  (less memory: one length's caches at a time, each dropped once timed but the longest's,
+  which the profile reads);
 - profiles one step of each setting at the longest length (where the time goes);
 - writes the results file (the machine, the config, the bandwidth, one row per setting and
   length: bytes of the cache and the weights, bytes read, the timings; then the script's
@@ -109,14 +110,23 @@ def measure(settings: dict, held: list, width: int, rounds: int, min_run_time: f
                             else s.build(context_length).to(dtype).eval())
     x = torch.randn(batch, 1, width, device=device, dtype=dtype)  # (B, 1, d): the new token
     samples = [measure_bandwidth(bandwidth_mib, device=device)]
-    rows, steps, caches = [], {}, {}
+    rows, steps, caches, held_bytes = [], {}, {}, {}
+    longest = max(held)
 
     def fill(length: int) -> None:
         for name, s in settings.items():
             with torch.device(device):
                 caches[name, length] = s.fill(layers[name], length)
+            held_bytes[name, length] = s.cache_bytes(layers[name], caches[name, length],
+                                                     length)
             steps[name, length] = _timed_step(s, layers[name], x, caches[name, length],
                                               length)
+
+    def drop(length: int) -> None:
+        """Free one length's caches, once timed (the longest's stay: profiled)."""
+        if length != longest:
+            for name in settings:
+                del caches[name, length], steps[name, length]
 
     def time_them(keys) -> dict:
         runs = {f"{name}@{length}": steps[name, length] for name, length in keys}
@@ -131,18 +141,18 @@ def measure(settings: dict, held: list, width: int, rounds: int, min_run_time: f
         if by_length:
             timings |= time_them([(name, length) for name in settings])
             samples.append(measure_bandwidth(bandwidth_mib, device=device))
+            drop(length)
     if not by_length:
         print("decoding, every length in turns", file=sys.stderr, flush=True)
         timings = time_them([(name, length) for length in held for name in settings])
         samples.append(measure_bandwidth(bandwidth_mib, device=device))
     for length in held:
         for name, s in settings.items():
-            cache, layer = caches[name, length], layers[name]
-            held_bytes, weights = s.cache_bytes(layer, cache, length), s.weights(layer)
-            rows.append({"setting": name, "held": length, "cache_bytes": held_bytes,
+            layer, read = layers[name], held_bytes[name, length]
+            weights = s.weights(layer)
+            rows.append({"setting": name, "held": length, "cache_bytes": read,
                          **s.fields(layer), "weight_bytes": weights,
-                         "bytes_read": weights + held_bytes, **timings[name, length]})
-    longest = max(held)
+                         "bytes_read": weights + read, **timings[name, length]})
     profiles = ({name: profile_step(steps[name, longest]) for name in settings}
                 if device == "cpu" else {})
     bandwidth = {key: max(sample[key] for sample in samples) for key in samples[0]}

@@ -390,3 +390,156 @@ def linear_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
                   "float32, Qwen3-Next's width", narrow)
         fig.tight_layout()
     return fig
+
+
+COMPRESSED_SETTINGS = {
+    "mla": ("dense latent (V3.2)", "#e8710a", "o", "-"),
+    "dsa": ("sparse latent (V3.2)", "#9467bd", "D", "--"),
+    "csa": ("CSA (V4-Flash)", "#1f77b4", "s", "-"),
+    "hca": ("HCA (V4-Flash)", "#2ca02c", "^", "-"),
+}
+COMPRESSED_SHORT = {"mla": "dense latent", "dsa": "sparse latent", "csa": "CSA",
+                    "hca": "HCA"}
+
+
+def _compressed_label(setting: str, config: dict) -> str:
+    """A setting's legend label, with the sizes the run used."""
+    v4 = config["v4"]
+    detail = {
+        "mla": "every token",
+        "dsa": f"top {config['index_topk']:,} tokens",
+        "csa": f"1 entry per {v4['csa']['compress_rate']}, top "
+               f"{v4['csa']['index_topk']:,}",
+        "hca": f"1 entry per {v4['hca']['compress_rate']}, all",
+    }[setting]
+    return f"{COMPRESSED_SETTINGS[setting][0]}: {detail}"
+
+
+def compressed_decode_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time to decode one token, and the bytes that step reads, against the tokens held,
+    for a layer of DeepSeek-V4-Flash (CSA and HCA) and of DeepSeek-V3.2 (sparse and
+    dense latent attention) (``benchmarks/compressed_decode_results.json``); a dotted
+    line where the byte counts predict one setting to start reading less than another
+    within the lengths measured."""
+    config, crossings = report["config"], report["ratios"]["crossings"]
+    held = config["held"]
+    with plt.rc_context({"font.size": TEXT_PT}):
+        fig, (left, right), legend_row = _panels(narrow, 2.9 if narrow else 3.0,
+                                                 legend_rows=1.5 if narrow else 0.75)
+        for setting, (_, color, marker, style) in COMPRESSED_SETTINGS.items():
+            rows = [r for r in report["results"] if r["setting"] == setting]
+            lengths = [r["held"] for r in rows]
+            label = _compressed_label(setting, config)
+            left.plot(lengths, [r["median_s"] * 1e3 for r in rows], marker=marker,
+                      color=color, linestyle=style, label=label)
+            right.plot(lengths, [r["bytes_read"] / 1e6 for r in rows], marker=marker,
+                       color=color, linestyle=style, label=label)
+        lines = []  # the crossings' dotted lines, labelled on the left panel only
+        for name, crossing in crossings.items():
+            a, b = name.split("_vs_")
+            meet = crossing["bytes"]["lines_meet_at"]
+            if (crossing["bytes"]["a_grows_slower"] and meet is not None
+                    and min(held) < meet < max(held)):
+                text = (f"{COMPRESSED_SHORT[a]} reads fewer bytes than "
+                        f"{COMPRESSED_SHORT[b]} from here")
+                lines.append(left.axvline(meet, color="#7f7f7f", linestyle=":",
+                                          linewidth=1.8, label=text))
+                right.axvline(meet, color="#7f7f7f", linestyle=":", linewidth=1.8)
+        left.set(xscale="log", yscale="log", xlabel="tokens held",
+                 ylabel="ms per decoded token (log)",
+                 title="Decoding one token (one layer)")
+        right.set(xscale="log", xlabel="tokens held",
+                  ylabel="MB: weights + cache read", title="Bytes a step reads")
+        right.set_ylim(bottom=0)
+        for ax in (left, right):
+            shown = held if not narrow else held[::2]  # a phone: every other length
+            ax.set_xticks(shown, labels=[f"{h // 1024}K" if h >= 1024 else str(h)
+                                         for h in shown])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.grid(alpha=0.3, which="both")
+        _log_axes(left, which="y")
+        handles = left.get_legend_handles_labels()[0]  # the settings, then the lines
+        legend_row.legend(handles, [textwrap.fill(h.get_label(), 38)
+                                    for h in handles],
+                          loc="center", ncol=1 if narrow else 2, borderaxespad=0,
+                          handlelength=3.2)
+        machine = report["machine"]
+        _suptitle(fig, f"{machine['threads']} thread, torch {machine['torch']}, "
+                  f"{machine.get('dtype', 'float32')}, V4-Flash's and V3.2's widths",
+                  narrow)
+        fig.tight_layout()
+    return fig
+
+
+MAMBA2_SETTINGS = {
+    "mamba2": ("Mamba-2 (state)", "#2ca02c", "^"),
+    "gdn": ("Gated DeltaNet (state)", "#9467bd", "D"),
+    "gqa": ("grouped-query (KV cache)", "#1f77b4", "s"),
+}
+# Who ran each bar of the prefill panel: this package's chunked form, transformers'
+# pure-torch function, the token loop.
+MAMBA2_BARS = {"ours": ("chunked form, ours", "#2ca02c"),
+               "transformers": ("transformers' torch path", "#e8710a"),
+               "loop": ("token loop, ours", "#9467bd")}
+
+
+def mamba2_figure(report: dict, narrow: bool = False) -> plt.Figure:
+    """Time to decode one token against the tokens held, Mamba-2, Gated DeltaNet and
+    grouped-query attention at Nemotron-H's width; and one call on a prompt: Mamba-2's
+    chunked form against its token loop, and the chunked forms of Gated DeltaNet, Kimi
+    Delta Attention and Mamba-2 against transformers'
+    (``benchmarks/mamba2_results.json``), bars at the median with the spread."""
+    prefill, versus = report["prefill"], report["versus"]
+    shape = f"{versus['heads']} heads of {versus['head_dim']}"
+    mamba = f"{prefill['heads']} heads of {prefill['head_dim']}"
+    names = {"gdn": f"Gated DeltaNet, {shape}", "kda": f"Kimi Delta Attention, {shape}",
+             "mamba2": f"Mamba-2 scan, {mamba}"}
+    pairs = [(f"Mamba-2's rule, {mamba}",
+              [("loop", prefill["recurrent"]), ("ours", prefill["chunked"])])]
+    pairs += [(names[name],
+               [("transformers", pair["transformers"]), ("ours", pair["ours"])])
+              for name, pair in versus["pairs"].items()]
+    with plt.rc_context({"font.size": TEXT_PT}):
+        fig, (left, right), legend_row = _panels(narrow, 3.4 if narrow else 3.6,
+                                                 legend_rows=1.25 if narrow else 0.65)
+        for setting, (label, color, marker) in MAMBA2_SETTINGS.items():
+            rows = [r for r in report["results"] if r["setting"] == setting]
+            held = [r["held"] for r in rows]
+            left.plot(held, [r["median_s"] * 1e3 for r in rows], marker=marker,
+                      color=color, label=label)
+        left.set(xscale="log", xlabel="tokens held", ylabel="ms per decoded token",
+                 title="Decoding one token (one layer)")
+        left.set_ylim(bottom=0)
+        shown = held if not narrow else held[::2]  # a phone: every other length
+        left.set_xticks(shown, labels=[f"{h // 1024}K" if h >= 1024 else str(h)
+                                       for h in shown])
+        left.xaxis.set_minor_locator(NullLocator())
+        left.xaxis.set_minor_formatter(NullFormatter())
+        left.grid(alpha=0.3, which="both")
+        # each pair: its name on a row of its own, then its two bars, top to bottom
+        top = 3 * len(pairs)
+        for i, (name, cells) in enumerate(pairs):
+            row = top - 3 * i
+            right.text(0.01, row - 0.2, name, transform=right.get_yaxis_transform(),
+                       va="center", ha="left")
+            for j, (who, cell) in enumerate(cells, 1):
+                right.barh(row - j, cell["median_s"] * 1e3, xerr=cell["iqr_s"] * 1e3,
+                           height=0.8, color=MAMBA2_BARS[who][1],
+                           error_kw={"ecolor": "#7f7f7f"})
+        right.set_ylim(0.4, top + 0.4)
+        right.set_yticks([])
+        right.set(xscale="log", xlabel="ms per call (log)",
+                  title=f"One call on a prompt of {versus['tokens']:,} tokens")
+        _log_axes(right, which="x")
+        right.grid(alpha=0.3, which="both", axis="x")
+        handles = left.get_legend_handles_labels()[0]
+        handles += [plt.Rectangle((0, 0), 1, 1, color=color, label=label)
+                    for label, color in MAMBA2_BARS.values()]
+        legend_row.legend(handles, [h.get_label() for h in handles], loc="center",
+                          ncol=1 if narrow else 2, borderaxespad=0)
+        machine = report["machine"]
+        _suptitle(fig, f"{machine['threads']} thread, torch {machine['torch']}, "
+                  f"{machine.get('dtype', 'float32')}, Nemotron-H's width", narrow)
+        fig.tight_layout()
+    return fig
