@@ -27,3 +27,31 @@ def run_main(script: pathlib.Path, *argv: str):
     finally:
         sys.path.remove(str(script.parent))
         torch.set_num_threads(threads)
+
+
+def quick_run(script: pathlib.Path, folder: pathlib.Path) -> tuple[dict, str, str]:
+    """A benchmark script's ``--quick`` run into ``folder``: its report, its plot's SVG and
+    what it printed (stdout, then stderr)."""
+    import contextlib
+    import io
+    import json
+
+    results, plot = folder / "results.json", folder / "plot.svg"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        run_main(script, "--quick", "--results", str(results), "--plot", str(plot))
+    return json.loads(results.read_text()), plot.read_text(), out.getvalue() + err.getvalue()
+
+
+def check_bandwidth_shares(report: dict) -> float:
+    """The limit a decode report records is the larger measured bandwidth, and each row's
+    share of it follows from its bytes and time; returns the limit."""
+    import pytest
+
+    bandwidth, ratios = report["bandwidth"], report["ratios"]
+    limit = max(bandwidth["copy_bytes_per_s"], bandwidth["read_bytes_per_s"])
+    assert ratios["bandwidth_limit_bytes_per_s"] == limit
+    for row in report["results"]:
+        assert ratios["fraction_of_bandwidth"][f"{row['setting']}@{row['held']}"] == (
+            pytest.approx(row["bytes_read"] / row["median_s"] / limit, rel=1e-12))
+    return limit

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from tests.scripts import run_main
+from tests.scripts import quick_run, run_main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "compressed_decode_benchmark.py"
@@ -28,12 +28,7 @@ PAIRS = ("dsa_vs_mla", "csa_vs_mla", "csa_vs_dsa", "hca_vs_csa")
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """One quick run for the whole module: its report, its printed output, its plot."""
-    folder = tmp_path_factory.mktemp("compressed")
-    results, plot = folder / "results.json", folder / "plot.svg"
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        run_main(SCRIPT, "--quick", "--results", str(results), "--plot", str(plot))
-    return json.loads(results.read_text()), plot.read_text(), out.getvalue() + err.getvalue()
+    return quick_run(SCRIPT, tmp_path_factory.mktemp("compressed"))
 
 
 def script_module():

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from tests.scripts import run_main
+from tests.scripts import quick_run, run_main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "mamba2_benchmark.py"
@@ -26,12 +26,7 @@ VERSUS = ("gdn", "kda", "mamba2")
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """One quick run for the whole module: its report, its plot, what it printed."""
-    folder = tmp_path_factory.mktemp("mamba2")
-    results, plot = folder / "results.json", folder / "plot.svg"
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        run_main(SCRIPT, "--quick", "--results", str(results), "--plot", str(plot))
-    return json.loads(results.read_text()), plot.read_text(), out.getvalue() + err.getvalue()
+    return quick_run(SCRIPT, tmp_path_factory.mktemp("mamba2"))
 
 
 def check_follows_from_rows(report: dict, states: dict, kv_per_token: int,

@@ -284,22 +284,10 @@ class BlockSparseAttention(ModernAttention):
     """
 
     def __init__(
-        self,
-        d_in: int,
-        d_out: int,
-        context_length: int,
-        dropout: float,
-        num_heads: int,
-        num_kv_heads: int,
-        *,
-        index_n_heads: int,
-        index_head_dim: int,
-        block_size: int,
-        top_k: int,
-        local_blocks: int = 1,
-        init_blocks: int = 0,
-        gathered: bool = False,
-        **options: object,
+        self, d_in: int, d_out: int, context_length: int, dropout: float,
+        num_heads: int, num_kv_heads: int, *, index_n_heads: int,
+        index_head_dim: int, block_size: int, top_k: int, local_blocks: int = 1,
+        init_blocks: int = 0, gathered: bool = False, **options: object,
     ) -> None:
         for name in NOT_HERE:
             if options.get(name) not in (None, False):

@@ -177,18 +177,9 @@ class CompressedAttention(nn.Module):
     """
 
     def __init__(
-        self,
-        d_in: int,
-        d_out: int,
-        context_length: int,
-        dropout: float,
-        num_heads: int,
-        *,
-        head_dim: int,
-        q_lora_rank: int,
-        o_groups: int,
-        o_lora_rank: int,
-        window: int,
+        self, d_in: int, d_out: int, context_length: int, dropout: float,
+        num_heads: int, *, head_dim: int, q_lora_rank: int, o_groups: int,
+        o_lora_rank: int, window: int,
         layer_type: str = "sliding_attention",
         compress_rate: int | None = None,
         rope_head_dim: int,
