@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from tests.scripts import check_bandwidth_shares, run_main
+from tests.scripts import check_bandwidth_shares, quick_run, run_main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "latent_decode_benchmark.py"
@@ -17,12 +17,9 @@ COMMITTED = ROOT / "benchmarks" / "latent_decode_results.json"
 SETTINGS = ("mha", "gqa", "mla_plain", "mla_absorbed")
 
 
-def test_quick_run_writes_results_and_plot(tmp_path, capsys):
-    results, plot = tmp_path / "results.json", tmp_path / "plot.svg"
-    run_main(SCRIPT, "--quick", "--results", str(results), "--plot", str(plot))
-    done = capsys.readouterr()
-    assert "[2/2]" in done.err
-    report = json.loads(results.read_text())
+def test_quick_run_writes_results_and_plot(tmp_path):
+    report, svg, printed = quick_run(SCRIPT, tmp_path)
+    assert "[2/2]" in printed
     assert report["machine"]["quick"] is True and report["machine"]["threads"] == 1
     assert {r["setting"] for r in report["results"]} == set(SETTINGS)
     assert all(r["median_s"] > 0 for r in report["results"])
@@ -32,7 +29,7 @@ def test_quick_run_writes_results_and_plot(tmp_path, capsys):
     assert (c["kv_lora_rank"], c["qk_rope_head_dim"], c["num_heads"], c["head_dim"]) == (
         64, 8, 16, 16)
     assert report["ratios"]["mla_cache_vs_mha"] == (64 + 8) / (2 * 16 * 16)
-    assert "<svg" in plot.read_text() and "bandwidth" in done.out
+    assert "<svg" in svg and "bandwidth" in printed
 
 
 def test_committed_results_are_a_full_run_and_their_ratios_follow_from_the_rows():

@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from tests.scripts import run_main
+from tests.scripts import quick_run, run_main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "sparse_decode_benchmark.py"
@@ -18,12 +18,9 @@ COMMITTED = ROOT / "benchmarks" / "sparse_decode_results.json"
 SETTINGS = ("dense", "sparse_masked", "sparse_gathered")
 
 
-def test_quick_run_writes_results_and_plot(tmp_path, capsys):
-    results, plot = tmp_path / "results.json", tmp_path / "plot.svg"
-    run_main(SCRIPT, "--quick", "--results", str(results), "--plot", str(plot))
-    done = capsys.readouterr()
-    assert "[2/2]" in done.err
-    report = json.loads(results.read_text())
+def test_quick_run_writes_results_and_plot(tmp_path):
+    report, svg, printed = quick_run(SCRIPT, tmp_path)
+    assert "[2/2]" in printed
     assert report["machine"]["quick"] is True and report["machine"]["threads"] == 1
     assert {r["setting"] for r in report["results"]} == set(SETTINGS)
     assert all(r["median_s"] > 0 and r["iqr_s"] >= 0 for r in report["results"])
@@ -33,7 +30,7 @@ def test_quick_run_writes_results_and_plot(tmp_path, capsys):
     assert (c["kv_lora_rank"], c["qk_rope_head_dim"], c["index_head_dim"], c["index_topk"]) == (
         64, 8, 16, 16)
     assert report["crossover"]["cache_bytes"] == pytest.approx(16 * 72 / (72 - 16))
-    assert "<svg" in plot.read_text() and "bytes predict" in done.out
+    assert "<svg" in svg and "bytes predict" in printed
 
 
 def test_committed_results_are_a_full_run_and_the_goal_follows_from_the_rows():
