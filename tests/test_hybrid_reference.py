@@ -29,7 +29,7 @@ from llm_attention_site.families import FAMILIES as TABLE  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group(  # the worker of the page that shows these families
     (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern"
-     / "linear-attention.md").as_posix()
+     / "mamba2.md").as_posix()
 )
 TOL = dict(atol=1e-5, rtol=1e-5)
 REACH = 1e-3  # a mechanism switched off must move the reference this much

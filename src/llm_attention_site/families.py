@@ -1124,7 +1124,7 @@ _FAMILIES = [
     Family(
         key="nemotron_h",
         title="Nemotron-H",
-        page="modern/linear-attention.md",
+        page="modern/mamba2.md",
         tiny=dict(  # Mamba-2, attention, an MLP block (no token mixer), Mamba-2
             model_type="nemotron_h", **HYBRID_SMALL,
             layers_block_type=["linear_attention", "full_attention", "mlp",
@@ -1156,7 +1156,7 @@ _FAMILIES = [
     Family(
         key="granite4",
         title="Granite 4.0 hybrid",
-        page="modern/linear-attention.md",
+        page="modern/mamba2.md",
         tiny=dict(model_type="granitemoehybrid", **HYBRID_SMALL, **MAMBA_SIZES,
                   num_hidden_layers=3, layer_types=["mamba", "attention", "mamba"],
                   mamba_d_head=16, num_local_experts=0, attention_multiplier=0.3,
@@ -1172,7 +1172,7 @@ _FAMILIES = [
     Family(
         key="falcon_h1",
         title="Falcon-H1",
-        page="modern/linear-attention.md",
+        page="modern/mamba2.md",
         tiny=dict(  # both mixers side by side in every layer
             model_type="falcon_h1", **HYBRID_SMALL, **MAMBA_SIZES, num_hidden_layers=2,
             head_dim=8, mamba_d_ssm=64, mamba_d_head=8, mamba_rms_norm=True,
@@ -1217,7 +1217,7 @@ _FAMILIES = [
     Family(
         key="bamba",
         title="Bamba",
-        page="modern/linear-attention.md",
+        page="modern/mamba2.md",
         tiny=dict(model_type="bamba", **HYBRID_SMALL, **MAMBA_SIZES,
                   num_hidden_layers=3, attn_layer_indices=[1], mamba_d_head=16),
         mechanisms={
@@ -1231,7 +1231,7 @@ _FAMILIES = [
     Family(
         key="olmo_hybrid",
         title="OLMo-Hybrid",
-        page="modern/linear-attention.md",
+        page="modern/mamba2.md",
         tiny=dict(model_type="olmo_hybrid", **HYBRID_SMALL, num_hidden_layers=4,
                   linear_num_key_heads=2, linear_num_value_heads=4,
                   linear_key_head_dim=8, linear_value_head_dim=16),
