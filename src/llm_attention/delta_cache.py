@@ -20,8 +20,9 @@ position as absent (the state is left as it was, the convolution sees zeros), wh
 is exact only while no real token came before it in its row.
 
 Prefix reuse: attention can reuse the keys of any cached prefix (cut the cache at its
-length), but a state holds every token read, mixed: the state after a prefix cannot be
-recovered from a later one. ``save_at(position)`` asks the cache to keep a copy when a
+length), but a state holds every token read, mixed: the state after a prefix is not
+kept in a later one (undoing the later writes would need their tokens again, and
+in floating point it would not give the same numbers back). ``save_at(position)`` asks the cache to keep a copy when a
 call reaches that position; the layers stop there (``run_in_pieces``) and go on;
 ``snapshot(position)`` then gives a cache that resumes after exactly that prefix.
 

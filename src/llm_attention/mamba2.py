@@ -18,7 +18,9 @@ state size (key width), ``K`` the convolution's kernel size,
 In attention terms: ``C`` is the query, ``B`` the key, ``x`` the value; ``dt`` scales
 how much each token writes and ``exp(dt * A)`` is how much of the state each head
 keeps per token; the ``G`` groups of ``B`` and ``C`` are shared by ``H / G`` heads
-each, as grouped-query attention shares keys (consecutive heads share a group).
+each (consecutive heads share a group): here the keys and the queries are shared and
+each head has its own values, the other way round from grouped-query attention,
+which shares keys and values among its queries.
 ``D`` adds each head's value straight to its output (a skip past the state). The norm
 is an RMSNorm over each group's ``I / G`` channels and a SiLU gate ``z``: gate then
 norm (Nemotron-H, Granite, Bamba), norm then gate, or the gate alone (Falcon-H1's
