@@ -24,7 +24,8 @@ length), but a state holds every token read, mixed: the state after a prefix is 
 kept in a later one (undoing the later writes would need their tokens again, and
 in floating point it would not give the same numbers back). ``save_at(position)``
 asks the cache to keep a copy when a call reaches that position; the layers stop
-there (``run_in_pieces``) and go on; ``snapshot(position)`` then gives a cache that resumes after exactly that prefix.
+there (``run_in_pieces``) and go on; ``snapshot(position)`` then gives a cache that
+resumes after exactly that prefix.
 
 Builds on ``checks.py`` of this package, imported relatively: copy it with this file,
 under any package name (its API page offers the set as one download). MIT licence: keep
