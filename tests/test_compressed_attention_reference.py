@@ -26,7 +26,7 @@ from llm_attention_site.families import FAMILIES  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group(  # the worker of the page that shows this family
     (pathlib.Path(__file__).resolve().parents[1] / "docs" / "modern"
-     / "sparse-attention.md").as_posix()
+     / "compressed-attention.md").as_posix()
 )
 TOL = dict(atol=1e-5, rtol=1e-5)
 T = 20  # three compressed entries of 4 and two of 8 in the prompt below

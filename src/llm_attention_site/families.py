@@ -1050,7 +1050,7 @@ _FAMILIES = [
     Family(
         key="deepseek_v4",
         title="DeepSeek-V4",
-        page="modern/sparse-attention.md",
+        page="modern/compressed-attention.md",
         tiny=dict(  # a sliding, a CSA and an HCA layer: window 6, entries of 4 and 8
             model_type="deepseek_v4", vocab_size=VOCAB, hidden_size=64,
             num_hidden_layers=3, num_attention_heads=4, head_dim=32,
