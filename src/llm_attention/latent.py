@@ -556,10 +556,13 @@ class LatentAttention(nn.Module):
         # that the cache is read as it is stored, once, never copied per head.
         rows = queries.reshape(b, 1, num_heads * num_tokens, -1)  # (B, 1, H T, d_c+d_r)
         keys = entries.unsqueeze(1)  # (B, 1, T_k, d_c + d_r)
-        values = keys[..., : self.kv_lora_rank]  # (B, 1, T_k, d_c): a view
         mask_rows = None if mask_bool is None else fold_mask(mask_bool, num_heads)
-        mixed = self.attend(rows, keys, values, mask_rows, folded=True)  # (B,1,HT,d_c)
-        mixed = mixed.view(b, num_heads, num_tokens, -1)  # (B, H, T, d_c)
+        # The values are the latents, the keys' first d_c numbers: given the keys whole
+        # as values, the kernel reads queries, keys and values of one width (which the
+        # fused kernels want), and the first d_c numbers of each row it returns are kept.
+        mixed = self.attend(rows, keys, keys, mask_rows, folded=True)  # (B,1,HT,d_c+d_r)
+        mixed = mixed[..., : self.kv_lora_rank]  # (B, 1, H T, d_c): the mixed latents
+        mixed = mixed.reshape(b, num_heads, num_tokens, -1)  # (B, H, T, d_c)
         return torch.einsum("bhtc,hvc->bhtv", mixed, w_uv)  # (B, H, T, d_v)
     # --8<-- [end:absorbed]
 
