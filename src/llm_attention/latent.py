@@ -557,11 +557,11 @@ class LatentAttention(nn.Module):
         rows = queries.reshape(b, 1, num_heads * num_tokens, -1)  # (B, 1, H T, d_c+d_r)
         keys = entries.unsqueeze(1)  # (B, 1, T_k, d_c + d_r)
         mask_rows = None if mask_bool is None else fold_mask(mask_bool, num_heads)
-        # The values are the latents, the keys' first d_c numbers: given the keys whole
+        # The values are the latents, the keys' first d_c numbers. Given the keys whole
         # as values, the kernel reads queries, keys and values of one width (which the
-        # fused kernels want), and the first d_c numbers of each row it returns are kept.
-        mixed = self.attend(rows, keys, keys, mask_rows, folded=True)  # (B,1,HT,d_c+d_r)
-        mixed = mixed[..., : self.kv_lora_rank]  # (B, 1, H T, d_c): the mixed latents
+        # fused kernels want); the first d_c numbers of each row it returns are kept.
+        mixed = self.attend(rows, keys, keys, mask_rows, folded=True)  # (B, 1, H T, .)
+        mixed = mixed[..., : self.kv_lora_rank]  # (B, 1, H T, d_c + d_r) -> (.., d_c)
         mixed = mixed.reshape(b, num_heads, num_tokens, -1)  # (B, H, T, d_c)
         return torch.einsum("bhtc,hvc->bhtv", mixed, w_uv)  # (B, H, T, d_v)
     # --8<-- [end:absorbed]
