@@ -11,7 +11,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llm_attention.delta_rule import chunked, decay_within, recurrent, step, step_in_place
+from llm_attention.delta_rule import (
+    chunk_overlaps,
+    chunked,
+    decay_within,
+    recurrent,
+    step,
+    step_in_place,
+)
 from tests.decode_checks import StepLog
 
 B, H, D_K, D_V = 2, 3, 8, 5
@@ -79,6 +86,19 @@ def test_the_work_within_chunks_is_done_once_and_the_loop_only_carries_the_state
         assert logs[num_tokens].count("cumsum") == 1
     per_chunk = (len(logs[96].calls) - len(logs[32].calls)) / (12 - 4)
     assert per_chunk <= 4, per_chunk
+
+
+def test_per_channel_decays_go_a_group_of_chunks_at_a_time_within_the_budget():
+    """A chunk's per-channel decays are C C d_k numbers per head: over the budget, the chunks
+    go a few at a time (here one: a budget of 1), with the same overlaps and scores."""
+    q, k, _, g, beta, _ = rule_inputs(32, per_channel=True)
+    split = (B, H, 4, 8)
+    q, k = q.reshape(*split, D_K), k.reshape(*split, D_K)
+    beta, log_decay = beta.reshape(*split, 1), g.reshape(*split, D_K).cumsum(dim=3)
+    whole, one_at_a_time = (chunk_overlaps(q, k, beta, log_decay, budget)
+                            for budget in (2**26, 1))
+    for a, b in zip(whole, one_at_a_time):
+        assert a.shape == (*split, 8) and (a - b).abs().max() <= 1e-14
 
 
 def test_recurrent_is_step_in_a_loop():

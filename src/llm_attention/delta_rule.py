@@ -161,6 +161,28 @@ def decayed_products(a, b, decay) -> torch.Tensor:
     if decay.dim() == a.dim():  # one decay per head: it factors out of the product
         return (a @ b.transpose(-1, -2)) * decay  # (..., C, C)
     return torch.einsum("...ic,...jc,...ijc->...ij", a, b, decay)  # (..., C, C)
+
+
+def chunk_overlaps(q, k, beta, log_decay, budget: int = 2**26):
+    """For every chunk, the decayed overlaps ``beta_i k_i^T G_i G_j^-1 k_j`` (the
+    system's ``A`` before its strict lower triangle is taken) and the scores
+    ``q_i^T G_i G_j^-1 k_j`` (``j <= i``): ``(B, H, n, C, C)`` each, from ``q``, ``k``
+    ``(B, H, n, C, d_k)``, ``beta`` ``(B, H, n, C, 1)`` and the summed ``g``. With one
+    decay per head, all chunks at once; with one per key channel a chunk's decays are
+    ``C C d_k`` numbers per head, so the chunks go a group at a time, at most
+    ``budget`` decays a group (one chunk at least)."""
+    b, h, n, size, d_k = k.shape
+    group = n if log_decay.shape[-1] == 1 else max(1, budget // (b * h * size**2 * d_k))
+    overlaps, scores = [], []
+    for first in range(0, n, group):
+        part = slice(first, first + group)  # (B, H, group, C, .)
+        decay = decay_within(log_decay[:, :, part])  # (.., C, C) or (.., C, C, d_k)
+        k_part = k[:, :, part]
+        overlaps.append(decayed_products(beta[:, :, part] * k_part, k_part, decay))
+        scores.append(decayed_products(q[:, :, part], k_part, decay))
+    if len(overlaps) == 1:
+        return overlaps[0], scores[0]  # (B, H, n, C, C) twice
+    return torch.cat(overlaps, dim=2), torch.cat(scores, dim=2)
 # --8<-- [end:within]
 
 
@@ -202,9 +224,9 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64):
     q, k, v = q.reshape(*split, d_k), k.reshape(*split, d_k), v.reshape(*split, d_v)
     beta = beta.reshape(*split, 1)  # (B, H, n, C, 1)
     log_decay = g.reshape(*split, -1).cumsum(dim=3)  # (B, H, n, C, 1 or d_k): c_i
-    decay = decay_within(log_decay)  # (B, H, n, C, C) or (B, H, n, C, C, d_k)
+    overlaps, scores = chunk_overlaps(q, k, beta, log_decay)  # (B, H, n, C, C) twice
     eye = torch.eye(chunk_size, dtype=k.dtype, device=k.device)  # (C, C)
-    system = eye + decayed_products(beta * k, k, decay).tril(-1)  # I + A
+    system = eye + overlaps.tril(-1)  # I + A
     inverse = torch.linalg.solve_triangular(
         system, eye, upper=False, unitriangular=True
     )  # (B, H, n, C, C): (I + A)^-1, lower triangular
@@ -225,7 +247,6 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64):
         state = torch.baddbmm(state * decay_c, carried_c, written[-1])  # S_C
     read = torch.stack(read, dim=1).view(b, h, n, chunk_size, d_v)  # (B,H,n,C,d_v)
     written = torch.stack(written, dim=1).view(b, h, n, chunk_size, d_v)  # u
-    scores = decayed_products(q, k, decay)  # (B, H, n, C, C): j <= i
     out = (read + scores @ written).view(b, h, -1, d_v)[:, :, :num_tokens]
     return out, state.view(b, h, d_k, d_v)  # .., (B, H, d_k, d_v)
 # --8<-- [end:chunked]
