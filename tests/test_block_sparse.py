@@ -17,6 +17,8 @@ from llm_attention.block_sparse import (
 )
 from llm_attention.modern import ModernAttention
 
+from tests.decode_checks import step_after_prompt
+
 TOL = dict(atol=1e-5, rtol=1e-5)
 GTOL = dict(atol=1e-4, rtol=1e-4)
 T = 13  # 5 blocks of 3 (the last one short)
@@ -215,3 +217,16 @@ def test_block_sparse_cache_holds_what_was_appended():
     torch.testing.assert_close(held[2], index)
     cache.reset()
     assert cache.length == 0
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_decoding_step_without_padding_reads_nothing_back(form):
+    """One new token after a prompt of 12 without padding: the blocks are counted from the
+    number of keys, not read back from the device."""
+    module = make(**FORMS[form])
+    cache = module.make_cache(2)
+    x = torch.randn(2, T, 16, generator=torch.Generator().manual_seed(5))
+    log, out = step_after_prompt(module, cache, x, torch.ones(2, T - 1, dtype=torch.bool))
+    assert log.read_backs == 0 and not cache.has_padding
+    with torch.no_grad():  # and it is the step it was: one pass's last position
+        torch.testing.assert_close(out, module(x)[:, -1:], **TOL)

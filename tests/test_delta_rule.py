@@ -1,7 +1,8 @@
 """The gated delta rule's three forms agree: ``chunked`` equals ``recurrent`` in float64 to
 1e-10 (outputs and final state, from zero and from a given state, any chunk size, lengths that
 are not multiples of it, one decay per head and per key channel), their gradients agree, and
-``recurrent`` is ``step`` in a loop. The rule does what the page says it does (a write with
+``recurrent`` is ``step`` in a loop; ``chunked`` does the work within chunks once for all of them,
+its loop a few operations per chunk. The rule does what the page says it does (a write with
 beta = 1 is read back exactly; g = 0 and beta = 0 leave the state alone), and bad inputs are
 refused by name."""
 
@@ -10,7 +11,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llm_attention.delta_rule import chunked, decay_within, recurrent, step, step_in_place
+from llm_attention.delta_rule import (
+    chunk_overlaps,
+    chunked,
+    decay_within,
+    recurrent,
+    step,
+    step_in_place,
+)
+from tests.decode_checks import StepLog
 
 B, H, D_K, D_V = 2, 3, 8, 5
 
@@ -61,6 +70,35 @@ def test_gradients_through_chunked_equal_those_through_the_recurrence(per_channe
     for name, want, got in zip("q k v g beta state".split(), *grads):
         assert want is not None and want.abs().max() > 0, name  # every input matters
         assert (got - want).abs().max() <= 1e-10, name
+
+
+@DECAYS
+def test_the_work_within_chunks_is_done_once_and_the_loop_only_carries_the_state(per_channel):
+    """4 and 12 chunks of 8: one triangular solve and one cumulative sum for all chunks,
+    whatever their number, and at most 4 more operations per chunk (the loop's: what the
+    queries read of the state, the written values, the decay and the write)."""
+    logs = {}
+    for num_tokens in (32, 96):
+        inputs = rule_inputs(num_tokens, per_channel)
+        with StepLog() as logs[num_tokens]:
+            chunked(*inputs, chunk_size=8)
+        assert logs[num_tokens].count("linalg_solve_triangular") == 1
+        assert logs[num_tokens].count("cumsum") == 1
+    per_chunk = (len(logs[96].calls) - len(logs[32].calls)) / (12 - 4)
+    assert per_chunk <= 4, per_chunk
+
+
+def test_per_channel_decays_go_a_group_of_chunks_at_a_time_within_the_budget():
+    """A chunk's per-channel decays are C C d_k numbers per head: over the budget, the chunks
+    go a few at a time (here one: a budget of 1), with the same overlaps and scores."""
+    q, k, _, g, beta, _ = rule_inputs(32, per_channel=True)
+    split = (B, H, 4, 8)
+    q, k = q.reshape(*split, D_K), k.reshape(*split, D_K)
+    beta, log_decay = beta.reshape(*split, 1), g.reshape(*split, D_K).cumsum(dim=3)
+    whole, one_at_a_time = (chunk_overlaps(q, k, beta, log_decay, budget)
+                            for budget in (2**26, 1))
+    for a, b in zip(whole, one_at_a_time):
+        assert a.shape == (*split, 8) and (a - b).abs().max() <= 1e-14
 
 
 def test_recurrent_is_step_in_a_loop():

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from llm_attention.grouped_query import GroupedQueryAttention
 from llm_attention.kv_cache import KVCache, kv_cache_bytes
 from llm_attention.multihead import MultiHeadAttention
+from tests.decode_checks import sdpa_masks, step_after_prompt
 from tests.dropout_checks import (
     assert_dropout_only_in_training,
     assert_each_weight_dropped_or_rescaled,
@@ -205,6 +206,34 @@ def test_fast_path_does_not_copy_the_keys(monkeypatch):
     module(x)
     module(x, torch.ones(2, 6, dtype=torch.bool))
     assert seen == [(8, 2, 2, True)] * 2
+
+
+@PATHS
+@pytest.mark.parametrize("padded", [False, True], ids=["no-padding", "left-padded"])
+def test_a_decoding_step_copies_no_cache_and_masks_only_padding(fast_path, padded, monkeypatch):
+    """One new token over 40 held: no call allocates as much as the held keys once (the
+    explicit path used to expand them to the G query heads and copy them, G times that), no
+    number is read back to Python, and a mask is built (and handed to SDPA) only when the
+    prompt had padding: a prompt mask with no padding in it counts as none."""
+    torch.manual_seed(0)
+    module = GroupedQueryAttention(128, 128, 64, 0.0, 8, 2, fast_path=fast_path)  # G = 4
+    cache = KVCache(2, 2, 16, 64)
+    prompt_mask = torch.ones(2, 40, dtype=torch.bool)
+    prompt_mask[1, :3] = not padded
+    x = torch.randn(2, 41, 128)
+    masks = sdpa_masks(monkeypatch)
+    log, out = step_after_prompt(module, cache, x, prompt_mask)
+    assert cache.has_padding == padded
+    held_keys = cache.keys[:, :, :41].numel() * 4  # bytes, float32
+    assert log.allocations_of_at_least(held_keys) == [] and log.read_backs == 0
+    assert log.writes_of_at_least(held_keys) == []  # only the new token is written
+    step_masks = masks[1:] if fast_path else masks  # the prompt's call comes first
+    assert [m is None for m in step_masks] == ([not padded] if fast_path else [])
+    masked = log.count("masked_fill") + log.count("masked_fill_")  # either path
+    assert (masked > 0) == padded
+    with torch.no_grad():  # and it is the step it was: one pass's last position
+        full = module(x, torch.cat((prompt_mask, torch.ones(2, 1, dtype=torch.bool)), 1))
+    torch.testing.assert_close(out, full[:, -1:], **TOL)
 
 
 @pytest.mark.parametrize(

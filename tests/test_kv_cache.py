@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llm_attention.chunked import ChunkedKVCache
 from llm_attention.kv_cache import KVCache, kv_cache_bytes
+from llm_attention.latent import LatentCache
 from llm_attention.sliding_window import RollingKVCache
 
 
@@ -113,3 +115,35 @@ def test_values_may_be_narrower_than_keys():
     held = [rolling.append(keys[:, :, t:t + 1], values[:, :, t:t + 1])[1] for t in range(3)]
     torch.testing.assert_close(held[-1], values)  # the two held and the new one
     torch.testing.assert_close(rolling.values, values[:, :, 1:])  # the last two kept
+
+
+# caches of B = 2 sequences, and an append of two tokens to each
+CACHES = {
+    "KVCache": (lambda: KVCache(2, 1, 4, context_length=12),
+                lambda cache, mask: cache.append(torch.ones(2, 1, 2, 4), torch.ones(2, 1, 2, 4), mask)),
+    "RollingKVCache": (lambda: RollingKVCache(2, 1, 4, window=3),
+                       lambda cache, mask: cache.append(torch.ones(2, 1, 2, 4), torch.ones(2, 1, 2, 4), mask)),
+    "ChunkedKVCache": (lambda: ChunkedKVCache(2, 1, 4, chunk_size=3),
+                       lambda cache, mask: cache.append(torch.ones(2, 1, 2, 4), torch.ones(2, 1, 2, 4), mask)),
+    "LatentCache": (lambda: LatentCache(2, 4, 2, context_length=12),
+                    lambda cache, mask: cache.append(torch.ones(2, 2, 4), torch.ones(2, 2, 2), mask)),
+}
+
+
+@pytest.mark.parametrize("kind", CACHES)
+def test_has_padding_says_whether_a_padding_flag_false_was_ever_appended(kind):
+    """No mask, or a mask with no False in it, is no padding; a False is, from then on (even
+    once the padded tokens have rolled out of a window: the flag never looks again), until
+    a reset."""
+    make, append = CACHES[kind]
+    cache = make()
+    real, padded = torch.ones(2, 2, dtype=torch.bool), torch.tensor([[False, True], [True, True]])
+    seen = []
+    for mask in (None, real, padded, None, real, None):
+        append(cache, mask)
+        seen.append(cache.has_padding)
+    assert seen == [False, False, True, True, True, True]
+    cache.reset()
+    assert not cache.has_padding
+    append(cache, real)
+    assert not cache.has_padding

@@ -16,6 +16,7 @@ from llm_attention.latent import (
     latent_cache_bytes,
 )
 from llm_attention_site.families import DEEPSEEK_V3
+from tests.decode_checks import sdpa_masks, step_after_prompt
 
 SMALL = dict(kv_lora_rank=12, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5)
 PATHS = [(absorb, fast) for absorb in (False, True) for fast in (False, True)]
@@ -112,6 +113,34 @@ def test_cached_generation_equals_uncached(absorb):
     torch.testing.assert_close(torch.stack(cached_logits), torch.stack(uncached_logits),
                                atol=1e-4, rtol=0)
     assert caches[0].length == 5 + 19  # the last token is chosen, never fed
+
+
+@pytest.mark.parametrize("fast_path", [False, True], ids=["explicit", "fast"])
+@pytest.mark.parametrize("padded", [False, True], ids=["no-padding", "left-padded"])
+def test_an_absorbed_decoding_step_copies_no_cache_and_masks_only_padding(
+        fast_path, padded, monkeypatch):
+    """One new token after a prompt of 40, absorbed: no call allocates or writes as much as
+    the latents held (the heads are folded into query rows; the fused kernel gets keys and
+    values of one width, where the general one would copy the keys to scale them), no
+    number is read back to Python, and a mask is built only when the prompt had padding."""
+    layer = LatentAttention(64, 64, 64, 0.0, 4, kv_lora_rank=32, qk_nope_head_dim=8,
+                            qk_rope_head_dim=8, v_head_dim=8, absorb=True,
+                            fast_path=fast_path).eval()
+    cache = layer.make_cache(2)
+    x = torch.randn(2, 41, 64, generator=torch.Generator().manual_seed(3))
+    prompt_mask = torch.ones(2, 40, dtype=torch.bool)
+    prompt_mask[1, :3] = not padded
+    masks = sdpa_masks(monkeypatch)
+    log, out = step_after_prompt(layer, cache, x, prompt_mask)
+    held = cache.entries[:, :40].numel() * 4  # bytes of the latents and rotary keys held
+    assert log.allocations_of_at_least(held) == [] and log.writes_of_at_least(held) == []
+    assert log.read_backs == 0 and cache.has_padding == padded
+    step_masks = masks[1:] if fast_path else masks  # the prompt's call comes first
+    assert [m is None for m in step_masks] == ([not padded] if fast_path else [])
+    assert (log.count("masked_fill") + log.count("masked_fill_") > 0) == padded
+    with torch.no_grad():  # and it is the step it was: one pass's last position
+        full = layer(x, torch.cat((prompt_mask, torch.ones(2, 1, dtype=torch.bool)), 1))
+    torch.testing.assert_close(out, full[:, -1:], atol=1e-5, rtol=1e-5)
 
 
 def test_cache_bytes_are_the_formula_and_the_tensors():

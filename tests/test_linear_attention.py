@@ -13,6 +13,7 @@ import torch
 
 from llm_attention.delta_cache import DeltaStateCache
 from llm_attention.linear_attention import GatedDeltaNet, KimiDeltaAttention
+from tests.decode_checks import step_after_prompt
 
 D_IN, B, T = 24, 3, 11
 PADDING = {1: 3, 2: 8}  # row -> left-padded positions
@@ -98,6 +99,26 @@ def test_cached_decoding_equals_one_pass(layer, padded, sizes):
             start += size
     assert cache.length == T
     assert (torch.cat(parts, dim=1) - whole)[padding].abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("make", [
+    lambda: GatedDeltaNet(D_IN, D_IN, 2, key_head_dim=16, value_head_dim=16),
+    lambda: KimiDeltaAttention(D_IN, D_IN, 2, head_dim=16)], ids=list(LAYERS))
+def test_a_decoding_step_writes_the_state_where_it_lies(make):
+    """One new token after a prompt of 10, without gradients: the cache's state is updated
+    in place (no call allocates or writes a state's worth but that update), nothing is
+    read back to Python, and the output is the one pass's last. (Heads wide enough that
+    the state outweighs the convolution's window, as in the published models.)"""
+    torch.manual_seed(0)
+    module = make().eval()
+    cache = module.make_cache(B)
+    state_bytes = cache.state.numel() * cache.state.element_size()
+    x = inputs()[0]
+    log, out = step_after_prompt(module, cache, x)
+    assert log.allocations_of_at_least(state_bytes) == [] and log.read_backs == 0
+    assert log.writes_of_at_least(state_bytes) == ["mul_", "baddbmm_"]  # decay, write
+    with torch.no_grad():
+        torch.testing.assert_close(out, module(x)[:, -1:], atol=1e-5, rtol=1e-4)
 
 
 def test_the_cache_keeps_the_same_bytes_whatever_it_has_read(layer):

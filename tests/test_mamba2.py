@@ -19,7 +19,8 @@ import torch
 from llm_attention.delta_cache import DeltaStateCache
 from llm_attention.linear_attention import GatedDeltaNet
 from llm_attention.mamba2 import Mamba2, from_hf_state_dict
-from llm_attention.ssd import chunked, masked, recurrent, step
+from llm_attention.ssd import chunked, masked, recurrent, step, step_in_place
+from tests.decode_checks import StepLog, step_after_prompt
 
 B, H, N, P = 2, 4, 6, 5
 FLOAT64 = 1e-10
@@ -82,6 +83,31 @@ def test_recurrent_is_step_in_a_loop():
         o, state = step(q[:, :, t], k[:, :, t], v[:, :, t], g[:, :, t], dt[:, :, t], state)
         assert torch.equal(o, out[:, :, t])
     assert torch.equal(state, final)
+
+
+def test_step_in_place_is_step_writing_into_the_state():
+    q, k, v, g, dt, state = rule_inputs(3)
+    held = state.clone()
+    with torch.no_grad():
+        for t in range(3):
+            args = (q[:, :, t], k[:, :, t], v[:, :, t], g[:, :, t], dt[:, :, t])
+            want, state = step(*args, state)
+            assert (step_in_place(*args, held) - want).abs().max() <= 1e-14
+    assert (held - state).abs().max() <= 1e-14
+    with pytest.raises(ValueError, match=r"no gradients"):
+        step_in_place(*(t[:, :, 0].requires_grad_() for t in (q, k, v, g, dt)), held)
+
+
+def test_the_chunked_loop_only_carries_the_state():
+    """4 and 12 chunks of 8: one cumulative sum for all chunks, and at most one more
+    operation per chunk (decay and write in one)."""
+    logs = {}
+    for num_tokens in (32, 96):
+        inputs = rule_inputs(num_tokens)
+        with StepLog() as logs[num_tokens]:
+            chunked(*inputs, chunk_size=8)
+        assert logs[num_tokens].count("cumsum") == 1
+    assert (len(logs[96].calls) - len(logs[32].calls)) / (12 - 4) <= 1
 
 
 def test_the_rule_does_what_the_formula_says():
@@ -194,6 +220,21 @@ def test_the_layer_forms_and_cached_decoding_agree_in_float64_with_gradients(nor
         assert (got_dx - want_dx).abs().max() <= FLOAT64
         for name, want in want_grads.items():
             assert (got_grads[name] - want).abs().max() <= FLOAT64, name
+
+
+def test_a_decoding_step_writes_the_state_where_it_lies():
+    """One new token after a prompt of 9, without gradients: the cache's state is updated in
+    place (no call allocates a state's worth), nothing is read back to Python, and the
+    output is the one pass's last. (Heads wide enough that the state outweighs the
+    convolution's window, as in the published models.)"""
+    module = layer(head_dim=16, state_size=16, num_groups=1)
+    x = tokens(10)
+    cache = module.make_cache(B)
+    state_bytes = cache.state.numel() * cache.state.element_size()
+    log, out = step_after_prompt(module, cache, x)
+    assert log.allocations_of_at_least(state_bytes) == [] and log.read_backs == 0
+    with torch.no_grad():
+        assert (out - module(x)[:, -1:]).abs().max() <= FLOAT64
 
 
 def test_the_state_carries_past_the_convolution_and_across_chunks():

@@ -15,6 +15,7 @@ from llm_attention.kv_cache import KVCache
 from llm_attention.modern import ModernAttention
 from llm_attention.multihead import MultiHeadAttention
 from llm_attention.sliding_window import RollingKVCache
+from tests.decode_checks import sdpa_masks, step_after_prompt
 from tests.dropout_checks import (
     assert_dropout_only_in_training,
     assert_each_weight_dropped_or_rescaled,
@@ -176,6 +177,47 @@ def test_fast_path_leaves_the_window_to_the_kernel_while_it_hides_nothing(
     torch.testing.assert_close(x1.grad, x2.grad, **GTOL)
     for (p_name, p1), p2 in zip(explicit.named_parameters(), fast.parameters()):
         torch.testing.assert_close(p1.grad, p2.grad, **GTOL, msg=p_name)
+
+
+# --- a decoding step: what a GPU needs of it ------------------------------------------------
+
+# a layer of 8 query heads and 2 key/value heads of 16, and what its cache holds after a
+# prompt of 40 tokens: KVCache 40, RollingKVCache its window of 16, ChunkedKVCache the 8
+# tokens of the chunk of 32 the new token falls in
+CACHE_KINDS = {"full": dict(), "window": dict(window=16), "chunks": dict(chunk_size=32)}
+HELD = {"full": 40, "window": 16, "chunks": 8}
+
+
+@PATHS
+@pytest.mark.parametrize("kind", CACHE_KINDS)
+@pytest.mark.parametrize("padded", [False, True], ids=["no-padding", "left-padded"])
+def test_a_decoding_step_copies_no_cache_and_masks_only_padding(fast_path, kind, padded,
+                                                                 monkeypatch):
+    """One new token after a prompt of 40: no mask is built, nor handed to SDPA, unless
+    the prompt had padding (a full window needs none: the keys past it are left out); no
+    number is read back to Python; no call allocates as much as the keys held, but for
+    the rolling cache's one copy of its window (its keys and its values)."""
+    torch.manual_seed(0)
+    module = ModernAttention(128, 128, 64, 0.0, 8, 2, fast_path=fast_path,
+                             **CACHE_KINDS[kind])
+    cache = module.make_cache(2)
+    prompt_mask = torch.ones(2, 40, dtype=torch.bool)
+    prompt_mask[1, :3] = not padded
+    x = torch.randn(2, 41, 128)
+    masks = sdpa_masks(monkeypatch)
+    log, out = step_after_prompt(module, cache, x, prompt_mask)
+    held_keys = 2 * 2 * HELD[kind] * 16 * 4  # bytes, float32
+    copies = log.allocations_of_at_least(held_keys)
+    assert copies == (["cat", "cat"] if kind == "window" else []), copies
+    assert log.writes_of_at_least(held_keys) == []  # only the new token is written
+    assert log.read_backs == 0
+    step_masks = masks[1:] if fast_path else masks  # the prompt's call comes first
+    assert [m is None for m in step_masks] == ([not padded] if fast_path else [])
+    masked = log.count("masked_fill") + log.count("masked_fill_")  # either path
+    assert (masked > 0) == padded
+    with torch.no_grad():  # and it is the step it was: one pass's last position
+        full = module(x, torch.cat((prompt_mask, torch.ones(2, 1, dtype=torch.bool)), 1))
+    torch.testing.assert_close(out, full[:, -1:], **TOL)
 
 
 # --- dropout ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from llm_attention.sparse_latent import (
     from_hf_state_dict,
 )
 from llm_attention_site.sparse_costs import DEEPSEEK_V32
+from tests.decode_checks import sdpa_masks, step_after_prompt
 
 SMALL = dict(kv_lora_rank=12, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5,
              q_lora_rank=10, index_n_heads=3, index_head_dim=8)
@@ -396,3 +397,22 @@ def test_an_indexer_that_pairs_neighbours_is_one_that_pairs_halves_reordered():
     with torch.no_grad():
         other = plain.scores(x, q, plain.keys(x, rope.cos, rope.sin, 0), rope.cos, rope.sin, 0)
     assert (other - got).abs().max() > 1e-3  # the pairing matters
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["no-padding", "left-padded"])
+def test_a_gathered_decoding_step_passes_a_mask_only_for_padding(padded, monkeypatch):
+    """One new token after a prompt of 12, gathered, fast path: every key the indexer
+    picks may be attended, so SDPA gets no mask unless the prompt had padding; no number
+    is read back to Python."""
+    layer = small(index_topk=5)
+    layer.gathered, layer.fast_path = True, True
+    cache = layer.make_cache(2)
+    x = torch.randn(2, 13, 16, generator=torch.Generator().manual_seed(4))
+    prompt_mask = torch.ones(2, 12, dtype=torch.bool)
+    prompt_mask[1, :3] = not padded
+    masks = sdpa_masks(monkeypatch)
+    log, out = step_after_prompt(layer, cache, x, prompt_mask)
+    assert [m is None for m in masks[1:]] == [not padded] and log.read_backs == 0
+    with torch.no_grad():  # and it is the step it was: one pass's last position
+        full = layer(x, torch.cat((prompt_mask, torch.ones(2, 1, dtype=torch.bool)), 1))
+    torch.testing.assert_close(out, full[:, -1:], atol=1e-5, rtol=1e-5)

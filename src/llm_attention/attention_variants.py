@@ -148,22 +148,24 @@ def variant_attention_explicit(
 
     ``queries`` ``(B, H, T, d_h)``, ``keys`` ``(B, H_kv, T_k, d_h)``, ``values``
     ``(B, H_kv, T_k, d_v)`` (``d_v`` may differ from ``d_h``: latent attention),
-    ``mask_bool`` (True = hidden) broadcasting to ``(B, 1, T, T_k)``; returns
-    ``(B, H, T, d_v)``. A query with no key left gets zeros (or, with a sink, all its
-    weight on the sink: zeros too).
+    ``mask_bool`` (True = hidden) broadcasting to ``(B, 1, T, T_k)``, or None when no
+    key is hidden from any query; returns ``(B, H, T, d_v)``. A query with no key left
+    gets zeros (or, with a sink, all its weight on the sink: zeros too).
     """
     b, num_heads, num_tokens, head_dim = queries.shape
     num_kv_heads = keys.shape[1]
     group = num_heads // num_kv_heads  # G query heads per key/value head
-    queries = queries.view(b, num_kv_heads, group, num_tokens, head_dim)
-    keys = keys.unsqueeze(2)  # (B, H_kv, 1, T_k, d_h): broadcast over G
-    values = values.unsqueeze(2)  # (B, H_kv, 1, T_k, d_h)
-    attn_scores = queries @ keys.transpose(-2, -1) * scale  # (B, H_kv, G, T, T_k)
+    # (B, H, T, d_h) -> (B, H_kv, G T, d_h): a group's heads as rows of queries for
+    # its one key/value head, so that the keys are read where they lie, never copied
+    rows = queries.reshape(b, num_kv_heads, group * num_tokens, head_dim)
+    attn_scores = rows @ keys.transpose(-2, -1) * scale  # (B, H_kv, G T, T_k)
+    attn_scores = attn_scores.view(b, num_kv_heads, group, num_tokens, -1)
     if softcap is not None:  # before the mask, so -inf stays -inf
         attn_scores = soft_cap(attn_scores, softcap)  # (B, H_kv, G, T, T_k)
-    if mask_bool.dim() == 4:  # (B, 1, T, T_k) -> (B, 1, 1, T, T_k)
-        mask_bool = mask_bool.unsqueeze(2)
-    attn_scores = attn_scores.masked_fill(mask_bool, -torch.inf)  # (B, H_kv, G, T, T_k)
+    if mask_bool is not None and mask_bool.dim() == 4:  # (B, 1, T, T_k)
+        mask_bool = mask_bool.unsqueeze(2)  # (B, 1, 1, T, T_k): shared by the G heads
+    if mask_bool is not None:
+        attn_scores = attn_scores.masked_fill(mask_bool, -torch.inf)
     if sinks is None:
         attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, H_kv, G, T, T_k)
     else:  # one more column per row: the head's sink logit
@@ -171,8 +173,10 @@ def variant_attention_explicit(
         sink = sink.expand(b, -1, -1, num_tokens, 1)  # (B, H_kv, G, T, 1)
         with_sink = torch.cat((attn_scores, sink), dim=-1)  # (B, H_kv, G, T, T_k + 1)
         attn_weights = torch.softmax(with_sink, dim=-1)[..., :-1]  # drop the sink
-    attn_weights = attn_weights.masked_fill(mask_bool, 0.0)  # a row of NaN -> zeros
+    if mask_bool is not None:  # a row of NaN -> zeros
+        attn_weights = attn_weights.masked_fill(mask_bool, 0.0)
     attn_weights = dropout(attn_weights)  # (B, H_kv, G, T, T_k)
-    context_vec = attn_weights @ values  # (B, H_kv, G, T, d_v)
+    attn_weights = attn_weights.reshape(b, num_kv_heads, group * num_tokens, -1)
+    context_vec = attn_weights @ values  # (B, H_kv, G T, d_v)
     return context_vec.view(b, num_heads, num_tokens, -1)  # (B, H, T, d_v)
 # --8<-- [end:explicit]

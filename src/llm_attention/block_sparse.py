@@ -58,7 +58,12 @@ from .attention_variants import (
     variant_attention_explicit,
 )
 from .checks import check_flag, check_inputs, check_size
-from .grouped_query import attention_mask, check_cache, grouped_attention_fast
+from .grouped_query import (
+    attention_mask,
+    check_cache,
+    grouped_attention_fast,
+    held_padding,
+)
 from .hf_config import block_sparse_attention_options, rename_weights
 from .kv_cache import KVCache
 from .modern import ModernAttention
@@ -165,6 +170,8 @@ def select_blocks(
     top_k: int,
     local_blocks: int = 1,
     init_blocks: int = 0,
+    *,
+    num_blocks: int | None = None,
 ) -> torch.Tensor:
     """The blocks each query keeps, per indexer head: ``(B, H_I, T, min(k, n))`` long
     block numbers, ``-1`` for an empty slot (fewer than ``k`` blocks to choose from).
@@ -176,9 +183,12 @@ def select_blocks(
     scores; the query's own block and the ``local_blocks - 1`` before it, and the first
     ``init_blocks`` blocks that are not in its future, are always kept; the other slots
     go to the best scores. Ties are broken as ``torch.topk`` breaks them.
+    ``num_blocks``: the number of blocks, ``key_blocks.max() + 1``, when the caller
+    knows it (else it is read back from the device).
     """
     b, heads, num_tokens, num_keys = scores.shape
-    num_blocks = int(key_blocks.max()) + 1  # n: every block that holds a key
+    if num_blocks is None:  # n: every block that holds a key
+        num_blocks = int(key_blocks.max()) + 1
     where = key_blocks[:, None, None, :].expand(b, heads, num_tokens, num_keys)
     pooled = scores.new_full((b, heads, num_tokens, num_blocks), -torch.inf)
     pooled = pooled.scatter_reduce(-1, where, scores, "amax")  # (B, H_I, T, n)
@@ -214,6 +224,11 @@ class BlockSparseCache:
     @property
     def length(self) -> int:
         return self.kv.length
+
+    @property
+    def has_padding(self) -> bool:
+        """Whether a padding flag False was ever appended (``KVCache``'s)."""
+        return self.kv.has_padding
 
     @property
     def nbytes(self) -> int:
@@ -364,6 +379,7 @@ class BlockSparseAttention(ModernAttention):
             keys, values, index_keys, padding_mask = cache.append(
                 keys, values, index_key, padding_mask
             )  # (B, H_kv, T_k, d_h) twice, (B, T_k, d_I), (B, T_k)
+            padding_mask = held_padding(cache, padding_mask)  # None: no padding held
         else:
             index_keys = index_key  # (B, T, d_I)
         num_keys = keys.shape[2]  # T_k: every key from position 0
@@ -373,19 +389,23 @@ class BlockSparseAttention(ModernAttention):
         key_blocks = content_positions(
             num_keys, 0, padding_mask, device=x.device
         ) // self.block_size  # (B or 1, T_k): counted from each row's first real token
+        num_blocks = None  # without padding, known here: no read back from the device
+        if padding_mask is None:
+            num_blocks = (num_keys - 1) // self.block_size + 1
         with torch.no_grad():
             scores = self.indexer.scores(x, index_keys, self.rope, start)  # (.., T_k)
             scores = scores.masked_fill(mask_bool, -torch.inf)  # future and padding
             chosen = select_blocks(
                 scores, key_blocks, key_blocks[:, start:], self.top_k,
-                self.local_blocks, self.init_blocks,
+                self.local_blocks, self.init_blocks, num_blocks=num_blocks,
             )  # (B, H_kv, T, k): -1 = an empty slot
         if self.gathered:
             context_vec = self.attend_gathered(
                 queries, keys, values, chosen, mask_bool, padding_mask
             )  # (B, H, T, d_h)
         else:
-            hidden = mask_bool | ~kept_keys(chosen, key_blocks)  # (B, H_kv, T, T_k)
+            kept = kept_keys(chosen, key_blocks, num_blocks)  # (B, H_kv, T, T_k)
+            hidden = mask_bool | ~kept  # (B, H_kv, T, T_k)
             context_vec = self.attend_masked(queries, keys, values, hidden)
         context_vec = context_vec.transpose(1, 2).reshape(b, num_tokens, -1)
         return self.out_proj(context_vec)  # (B, T, H d_h) -> (B, T, d_out)
@@ -461,11 +481,15 @@ class BlockSparseAttention(ModernAttention):
 # --8<-- [end:class]
 
 
-def kept_keys(chosen: torch.Tensor, key_blocks: torch.Tensor) -> torch.Tensor:
+def kept_keys(
+    chosen: torch.Tensor, key_blocks: torch.Tensor, num_blocks: int | None = None
+) -> torch.Tensor:
     """``(B, H_I, T, T_k)`` bool, True at the keys whose block is in ``chosen``
-    ``(B, H_I, T, k)`` (``-1`` = none); ``key_blocks`` ``(B or 1, T_k)``."""
+    ``(B, H_I, T, k)`` (``-1`` = none); ``key_blocks`` ``(B or 1, T_k)``;
+    ``num_blocks`` its maximum plus one, when known."""
     b, heads, num_tokens, _ = chosen.shape
-    num_blocks = int(key_blocks.max()) + 1  # n
+    if num_blocks is None:  # n
+        num_blocks = int(key_blocks.max()) + 1
     kept = torch.zeros(b, heads, num_tokens, num_blocks + 1, dtype=torch.bool,
                        device=chosen.device)  # (B, H_I, T, n + 1): a spare column
     kept.scatter_(-1, chosen.masked_fill(chosen < 0, num_blocks), True)

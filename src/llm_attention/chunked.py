@@ -90,6 +90,13 @@ class ChunkedKVCache:
     position of the next one); the returned keys sit at positions
     ``length - T_k .. length - 1``. ``left_padding`` ``(B,)`` counts each sequence's
     padding before its first real token, seen so far: where its chunks start.
+    ``has_padding`` says, as ``KVCache``'s does, whether a padding flag False was ever
+    appended; without padding every sequence's chunks start at position 0.
+
+    When the new tokens fit after those held, and the tokens to keep are all of them
+    or none (always so without padding), they are written in place and views are
+    returned: a decoding step copies nothing. Otherwise the held and new tokens are
+    copied into one new tensor, and those to keep are written back.
 
     Args:
         batch_size: ``B``.
@@ -145,6 +152,9 @@ class ChunkedKVCache:
         self.chunk_size = chunk_size
         self.length = 0  # tokens seen so far
         self.held = 0  # tokens held: those of the current chunk
+        self.has_padding = False  # plain Python flags: reading them costs no sync
+        self.all_started = False  # every row has read a real token
+        self.pads = [0] * batch_size  # left_padding, read back when a mask changes it
 
     @property
     def nbytes(self) -> int:
@@ -154,6 +164,8 @@ class ChunkedKVCache:
     def reset(self) -> None:
         """Forget every token, to start a new sequence; the storage is kept."""
         self.length = self.held = 0
+        self.has_padding = self.all_started = False
+        self.pads = [0] * len(self.pads)
         self.key_padding.fill_(True)
         self.left_padding.zero_()
         self.started.fill_(False)
@@ -167,24 +179,37 @@ class ChunkedKVCache:
         chunk the next token falls in."""
         self._check_new(keys, values, padding_mask)
         batch, num_new = keys.shape[0], keys.shape[2]
-        if padding_mask is None:
+        if padding_mask is None:  # every new token real: no padding to count
             padding_mask = torch.ones(
                 batch, num_new, dtype=torch.bool, device=keys.device
             )  # (B, T)
-        leading = left_padding(padding_mask)  # (B,): padding before a first real token
-        self.left_padding += torch.where(self.started, 0, leading)  # (B,)
-        self.started |= padding_mask.any(dim=1)  # (B,)
-        held = self.held
+            if not self.all_started:
+                self.started.fill_(True)  # (B,)
+                self.all_started = True
+        else:  # padding before a row's first real token moves where its chunks start
+            leading = left_padding(padding_mask)  # (B,)
+            self.left_padding += torch.where(self.started, 0, leading)  # (B,)
+            self.started |= padding_mask.any(dim=1)  # (B,)
+            if not self.has_padding:  # one look at the flags until padding comes
+                self.has_padding = not bool(padding_mask.all())
+            if self.has_padding:  # read back once per call that brings a mask
+                self.pads = self.left_padding.tolist()
+        held, end = self.held, self.held + num_new
+        self.length += num_new
+        # where the chunk of the next token starts, per sequence, then the earliest
+        chunk = self.chunk_size
+        starts = [pad + (self.length - pad) // chunk * chunk for pad in self.pads]
+        keep = self.length - min(starts)  # tokens of the current chunk(s)
+        if end <= chunk and keep in (0, end):  # in place: nothing moves
+            self.keys[:, :, held:end] = keys  # (B, H_kv, T, d_h)
+            self.values[:, :, held:end] = values  # (B, H_kv, T, d_h)
+            self.key_padding[:, held:end] = padding_mask  # (B, T)
+            self.held = keep
+            return (self.keys[:, :, :end], self.values[:, :, :end],
+                    self.key_padding[:, :end])  # views: (B, H_kv, T_k, d_h), ..
         keys = torch.cat((self.keys[:, :, :held], keys), dim=2)  # (B, H_kv, T_k, d_h)
         values = torch.cat((self.values[:, :, :held], values), dim=2)  # same
         padding = torch.cat((self.key_padding[:, :held], padding_mask), 1)  # (B, T_k)
-        self.length += num_new
-        # where the chunk of the next token starts, per sequence, then the earliest
-        pad = self.left_padding  # (B,)
-        chunk = self.chunk_size
-        done = torch.div(self.length - pad, chunk, rounding_mode="floor")  # (B,)
-        starts = pad + done * chunk  # (B,): first position of the next token's chunk
-        keep = self.length - int(starts.min())  # tokens of the current chunk(s)
         if keep > 0:
             self.keys[:, :, :keep] = keys[:, :, -keep:]  # (B, H_kv, keep, d_h)
             self.values[:, :, :keep] = values[:, :, -keep:]  # (B, H_kv, keep, d_h)

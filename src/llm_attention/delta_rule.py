@@ -21,7 +21,8 @@ the write gives exactly ``v_t``.
   without gradients, writing into the state it is given;
 - ``recurrent``: ``step`` in a loop over the tokens;
 - ``chunked``: the same outputs and final state with matrix products inside chunks of
-  ``C`` tokens and a loop over chunks only. Any ``T``: the last chunk may be shorter.
+  ``C`` tokens, done for all chunks at once, and a loop over the chunks that only
+  carries the state. Any ``T``: the last chunk is filled with blank tokens.
 
 Queries are used as given: the layers scale them by ``d_k ** -0.5`` beforehand.
 
@@ -32,6 +33,7 @@ first two lines.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 def _check(q, k, v, g, beta, state, *, tokens: bool) -> None:
@@ -139,40 +141,69 @@ def recurrent(q, k, v, g, beta, state=None):
 def decay_within(log_decay: torch.Tensor) -> torch.Tensor:
     """``exp(c_i - c_j)`` for ``j <= i`` (0 above the diagonal): the decay a write at
     position ``j`` of a chunk has met by position ``i``. ``log_decay`` ``c`` holds the
-    cumulative sums of ``g`` over the chunk, ``(B, H, C, 1)`` (one decay per head) or
-    ``(B, H, C, d_k)``; returns ``(B, H, C, C)`` or ``(B, H, C, C, d_k)``."""
+    cumulative sums of ``g`` over the chunk, ``(..., C, 1)`` (one decay per head) or
+    ``(..., C, d_k)``; returns ``(..., C, C)`` or ``(..., C, C, d_k)``. The leading
+    axes (``B, H``, and the chunks) are carried through."""
     size = log_decay.shape[-2]
     future = torch.ones(size, size, dtype=torch.bool, device=log_decay.device).triu(1)
     if log_decay.shape[-1] == 1:  # one decay per head: a (C, C) matrix
-        gaps = log_decay - log_decay.transpose(-1, -2)  # (B, H, C, C): c_i - c_j
+        gaps = log_decay - log_decay.transpose(-1, -2)  # (..., C, C): c_i - c_j
     else:  # one per channel: a (C, C) matrix for each of the d_k channels
-        gaps = log_decay.unsqueeze(-2) - log_decay.unsqueeze(-3)  # (B, H, C, C, d_k)
+        gaps = log_decay.unsqueeze(-2) - log_decay.unsqueeze(-3)  # (..., C, C, d_k)
         future = future.unsqueeze(-1)  # (C, C, 1)
     # j > i would be a growth, and may overflow: masked before the exponential
     return gaps.masked_fill(future, float("-inf")).exp()
 
 
 def decayed_products(a, b, decay) -> torch.Tensor:
-    """``M[i, j] = a_i^T diag(decay[i, j]) b_j``: ``a``, ``b`` ``(B, H, C, d_k)``,
-    ``decay`` from ``decay_within``; returns ``(B, H, C, C)``."""
+    """``M[i, j] = a_i^T diag(decay[i, j]) b_j``: ``a``, ``b`` ``(..., C, d_k)``,
+    ``decay`` from ``decay_within``; returns ``(..., C, C)``."""
     if decay.dim() == a.dim():  # one decay per head: it factors out of the product
-        return (a @ b.transpose(-1, -2)) * decay  # (B, H, C, C)
-    return torch.einsum("bhic,bhjc,bhijc->bhij", a, b, decay)  # (B, H, C, C)
+        return (a @ b.transpose(-1, -2)) * decay  # (..., C, C)
+    return torch.einsum("...ic,...jc,...ijc->...ij", a, b, decay)  # (..., C, C)
+
+
+def chunk_overlaps(q, k, beta, log_decay, budget: int = 2**26):
+    """For every chunk, the decayed overlaps ``beta_i k_i^T G_i G_j^-1 k_j`` (the
+    system's ``A`` before its strict lower triangle is taken) and the scores
+    ``q_i^T G_i G_j^-1 k_j`` (``j <= i``): ``(B, H, n, C, C)`` each, from ``q``, ``k``
+    ``(B, H, n, C, d_k)``, ``beta`` ``(B, H, n, C, 1)`` and the summed ``g``. With one
+    decay per head, all chunks at once; with one per key channel a chunk's decays are
+    ``C C d_k`` numbers per head, so the chunks go a group at a time, at most
+    ``budget`` decays a group (one chunk at least)."""
+    b, h, n, size, d_k = k.shape
+    group = n if log_decay.shape[-1] == 1 else max(1, budget // (b * h * size**2 * d_k))
+    overlaps, scores = [], []
+    for first in range(0, n, group):
+        part = slice(first, first + group)  # (B, H, group, C, .)
+        decay = decay_within(log_decay[:, :, part])  # (.., C, C) or (.., C, C, d_k)
+        k_part = k[:, :, part]
+        overlaps.append(decayed_products(beta[:, :, part] * k_part, k_part, decay))
+        scores.append(decayed_products(q[:, :, part], k_part, decay))
+    if len(overlaps) == 1:
+        return overlaps[0], scores[0]  # (B, H, n, C, C) twice
+    return torch.cat(overlaps, dim=2), torch.cat(scores, dim=2)
 # --8<-- [end:within]
 
 
 # --8<-- [start:chunked]
 def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64):
     """The rule chunk by chunk; the same outputs ``(B, H, T, d_v)`` and final state
-    ``(B, H, d_k, d_v)`` as ``recurrent`` (same arguments), with a loop over
-    ``ceil(T / chunk_size)`` chunks instead of ``T`` tokens.
+    ``(B, H, d_k, d_v)`` as ``recurrent`` (same arguments). The work inside the
+    ``n = ceil(T / chunk_size)`` chunks is done for all of them at once; a loop over
+    the chunks does only what needs the state: four operations per chunk.
 
     Inside a chunk that starts from the state ``S_0``, with ``c_i`` the summed ``g``
     up to position ``i`` and ``G_i = diag(exp(c_i))``, the written values ``u`` solve
     one lower-triangular system, ``(I + A) u = beta v - (beta G k) S_0`` with
-    ``A[i, j] = beta_i k_i^T G_i G_j^-1 k_j`` for ``j < i``; then
-    ``o_i = (G_i q_i)^T S_0 + sum_{j <= i} (q_i^T G_i G_j^-1 k_j) u_j`` and the state
-    carried to the next chunk is ``G_C S_0 + sum_j G_C G_j^-1 k_j u_j^T``.
+    ``A[i, j] = beta_i k_i^T G_i G_j^-1 k_j`` for ``j < i``; so ``u = U - R S_0``
+    with ``U = (I + A)^-1 beta v`` and ``R = (I + A)^-1 beta G k``, both computed for
+    every chunk before the loop. The loop takes ``u``, what the decayed queries read
+    of ``S_0``, and the state carried to the next chunk,
+    ``G_C S_0 + sum_j G_C G_j^-1 k_j u_j^T``; after it, for every chunk at once,
+    ``o_i = (G_i q_i)^T S_0 + sum_{j <= i} (q_i^T G_i G_j^-1 k_j) u_j``.
+    The last chunk is filled with blank tokens (``q = k = v = 0``, ``beta = g = 0``:
+    nothing read, written or forgotten).
     """
     _check(q, k, v, g, beta, state, tokens=True)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or (
@@ -180,30 +211,42 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64):
     ):
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     b, h, num_tokens, d_k = k.shape
+    d_v = v.shape[-1]
     if state is None:
-        state = q.new_zeros(b, h, d_k, v.shape[-1])  # (B, H, d_k, d_v)
+        state = q.new_zeros(b, h, d_k, d_v)  # (B, H, d_k, d_v)
     g = _per_channel(g, k)  # (B, H, T, 1 or d_k)
-    outputs = []
-    for start in range(0, num_tokens, chunk_size):
-        part = slice(start, start + chunk_size)  # the last chunk may be shorter
-        q_c, k_c, v_c = q[:, :, part], k[:, :, part], v[:, :, part]  # (B, H, C, d)
-        beta_c = beta[:, :, part].unsqueeze(-1)  # (B, H, C, 1)
-        log_decay = g[:, :, part].cumsum(dim=2)  # (B, H, C, 1 or d_k): c_i
-        decay = decay_within(log_decay)  # (B, H, C, C) or (B, H, C, C, d_k)
-        size = k_c.shape[2]
-        eye = torch.eye(size, dtype=k.dtype, device=k.device)  # (C, C)
-        system = eye + decayed_products(beta_c * k_c, k_c, decay).tril(-1)  # I + A
-        inverse = torch.linalg.solve_triangular(
-            system, eye, upper=False, unitriangular=True
-        )  # (B, H, C, C): (I + A)^-1, lower triangular
-        values = inverse @ (beta_c * v_c)  # (B, H, C, d_v): the part without S_0
-        keys_read = inverse @ (beta_c * log_decay.exp() * k_c)  # (B, H, C, d_k)
-        written = values - keys_read @ state  # (B, H, C, d_v): u
-        scores = decayed_products(q_c, k_c, decay)  # (B, H, C, C), j <= i
-        outputs.append((q_c * log_decay.exp()) @ state + scores @ written)
-        total = log_decay[:, :, -1:]  # (B, H, 1, 1 or d_k): the whole chunk's decay
-        carried = k_c * (total - log_decay).exp()  # (B, H, C, d_k): G_C G_j^-1 k_j
-        state = (total.exp().transpose(-1, -2) * state  # (B, H, d_k, d_v): decayed
-                 + carried.transpose(-1, -2) @ written)  # plus the chunk's writes
-    return torch.cat(outputs, dim=2), state  # (B, H, T, d_v), (B, H, d_k, d_v)
+    pad = -num_tokens % chunk_size  # blank tokens to fill the last chunk
+    if pad:
+        q, k, v, g = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v, g))  # (B, H, T', .)
+        beta = F.pad(beta, (0, pad))  # (B, H, T')
+    n = (num_tokens + pad) // chunk_size  # chunks
+    split = (b, h, n, chunk_size)  # (B, H, n, C, .): every chunk at once
+    q, k, v = q.reshape(*split, d_k), k.reshape(*split, d_k), v.reshape(*split, d_v)
+    beta = beta.reshape(*split, 1)  # (B, H, n, C, 1)
+    log_decay = g.reshape(*split, -1).cumsum(dim=3)  # (B, H, n, C, 1 or d_k): c_i
+    overlaps, scores = chunk_overlaps(q, k, beta, log_decay)  # (B, H, n, C, C) twice
+    eye = torch.eye(chunk_size, dtype=k.dtype, device=k.device)  # (C, C)
+    system = eye + overlaps.tril(-1)  # I + A
+    inverse = torch.linalg.solve_triangular(
+        system, eye, upper=False, unitriangular=True
+    )  # (B, H, n, C, C): (I + A)^-1, lower triangular
+    values = inverse @ (beta * v)  # (B, H, n, C, d_v): U
+    keys_read = inverse @ (beta * log_decay.exp() * k)  # (B, H, n, C, d_k): R
+    total = log_decay[..., -1:, :]  # (B, H, n, 1, 1 or d_k): each chunk's decay
+    carried = (k * (total - log_decay).exp()).transpose(-1, -2)  # (B, H, n, d_k, C)
+    # The loop: the B H heads side by side as one batch; each chunk a view, no copy.
+    per_chunk = [t.reshape(b * h, n, *t.shape[3:]).unbind(1) for t in (
+        q * log_decay.exp(), values, keys_read, carried,
+        total.exp().transpose(-1, -2),
+    )]  # n views each: (B H, C, d_k), (B H, C, d_v), .., (B H, 1 or d_k, 1)
+    state = state.reshape(b * h, d_k, d_v)  # (B H, d_k, d_v)
+    read, written = [], []
+    for queries_c, values_c, keys_read_c, carried_c, decay_c in zip(*per_chunk):
+        read.append(torch.bmm(queries_c, state))  # (B H, C, d_v): (G q)^T S_0
+        written.append(torch.baddbmm(values_c, keys_read_c, state, alpha=-1))  # u
+        state = torch.baddbmm(state * decay_c, carried_c, written[-1])  # S_C
+    read = torch.stack(read, dim=1).view(b, h, n, chunk_size, d_v)  # (B,H,n,C,d_v)
+    written = torch.stack(written, dim=1).view(b, h, n, chunk_size, d_v)  # u
+    out = (read + scores @ written).view(b, h, -1, d_v)[:, :, :num_tokens]
+    return out, state.view(b, h, d_k, d_v)  # .., (B, H, d_k, d_v)
 # --8<-- [end:chunked]

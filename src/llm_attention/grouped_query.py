@@ -82,6 +82,16 @@ def check_cache(cache: object, num_kv_heads: int, head_dim: int, x: torch.Tensor
         )
 
 
+def held_padding(cache, key_padding):
+    """The key padding ``(B, T_k)`` a cache handed back, or None when the cache says
+    that no token it holds is padding (its ``has_padding`` is False): then there is
+    nothing to mask, and no mask to build. Without a cache, or from a cache that does
+    not say, ``key_padding`` as it is."""
+    if cache is not None and getattr(cache, "has_padding", True) is False:
+        return None
+    return key_padding
+
+
 # --8<-- [start:mask]
 def attention_mask(
     query_start: int,
@@ -118,25 +128,28 @@ def attention_mask(
 def grouped_attention_explicit(queries, keys, values, mask_bool, dropout):
     """``softmax(Q K^T / sqrt(d_h) + M) V`` with each key/value head shared by ``G``
     query heads. ``queries`` ``(B, H, T, d_h)``, ``keys`` and ``values``
-    ``(B, H_kv, T_k, d_h)``, ``mask_bool`` broadcasting to ``(B, 1, T, T_k)``;
-    returns ``(B, H, T, d_h)``.
+    ``(B, H_kv, T_k, d_h)``, ``mask_bool`` broadcasting to ``(B, 1, T, T_k)``, or None
+    when no key is hidden from any query; returns ``(B, H, T, d_h)``.
     """
     b, num_heads, num_tokens, head_dim = queries.shape
     num_kv_heads = keys.shape[1]
     group = num_heads // num_kv_heads  # G query heads per key/value head
-    # (B, H, T, d_h) -> (B, H_kv, G, T, d_h): the G heads of a group side by side
-    queries = queries.view(b, num_kv_heads, group, num_tokens, head_dim)
-    keys = keys.unsqueeze(2)  # (B, H_kv, 1, T_k, d_h): one view, broadcast over G
-    values = values.unsqueeze(2)  # (B, H_kv, 1, T_k, d_h)
-    attn_scores = queries @ keys.transpose(-2, -1)  # (B, H_kv, G, T, T_k)
-    attn_scores /= head_dim**0.5  # (B, H_kv, G, T, T_k)
-    if mask_bool.dim() == 4:  # (B, 1, T, T_k) -> (B, 1, 1, T, T_k)
-        mask_bool = mask_bool.unsqueeze(2)
-    attn_scores.masked_fill_(mask_bool, -torch.inf)  # (B, H_kv, G, T, T_k)
-    attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, H_kv, G, T, T_k)
-    attn_weights = attn_weights.masked_fill(mask_bool, 0.0)  # a row of NaN -> zeros
-    attn_weights = dropout(attn_weights)  # (B, H_kv, G, T, T_k)
-    context_vec = attn_weights @ values  # (B, H_kv, G, T, d_h)
+    # (B, H, T, d_h) -> (B, H_kv, G T, d_h): the G heads of a group become G T rows of
+    # queries for their one key/value head, which is read where it lies, never copied
+    rows = queries.reshape(b, num_kv_heads, group * num_tokens, head_dim)
+    attn_scores = rows @ keys.transpose(-2, -1)  # (B, H_kv, G T, T_k)
+    attn_scores /= head_dim**0.5  # (B, H_kv, G T, T_k)
+    if mask_bool is not None:  # (T, T_k) or (B, 1, T, T_k): the same for each head
+        if mask_bool.dim() == 4:  # (B, 1, T, T_k) -> (B, 1, 1, T, T_k)
+            mask_bool = mask_bool.unsqueeze(2)
+        per_head = attn_scores.view(b, num_kv_heads, group, num_tokens, -1)
+        per_head.masked_fill_(mask_bool, -torch.inf)  # (B, H_kv, G, T, T_k), in place
+    attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, H_kv, G T, T_k)
+    if mask_bool is not None:  # a row of NaN (no key left) -> zeros
+        attn_weights = attn_weights.view(b, num_kv_heads, group, num_tokens, -1)
+        attn_weights = attn_weights.masked_fill(mask_bool, 0.0)  # (B,H_kv,G,T,T_k)
+    attn_weights = dropout(attn_weights)  # (B, H_kv, G, T, T_k) or (B, H_kv, G T, T_k)
+    context_vec = attn_weights.view(b, num_kv_heads, group * num_tokens, -1) @ values
     return context_vec.view(b, num_heads, num_tokens, head_dim)  # (B, H, T, d_h)
 # --8<-- [end:explicit]
 
@@ -258,17 +271,21 @@ class GroupedQueryAttention(nn.Module):
         start = 0 if cache is None else cache.length  # position of the first new token
         if cache is not None:  # every key held so far: (B, H_kv, T_k, d_h)
             keys, values, padding_mask = cache.append(keys, values, padding_mask)
+            padding_mask = held_padding(cache, padding_mask)  # None: no padding held
         num_keys = keys.shape[2]  # T_k
-        mask_bool = attention_mask(
-            start, num_tokens, start + num_tokens - num_keys, num_keys,
-            causal=self.causal, key_padding=padding_mask, device=x.device,
-        )  # (T, T_k) or (B, 1, T, T_k); True = masked
+        mask_bool = None  # nothing hidden, or only the future, which the kernel hides
+        if padding_mask is not None or self.causal and num_tokens > 1 and (
+            not self.fast_path or num_keys != num_tokens
+        ):
+            mask_bool = attention_mask(
+                start, num_tokens, start + num_tokens - num_keys, num_keys,
+                causal=self.causal, key_padding=padding_mask, device=x.device,
+            )  # (T, T_k) or (B, 1, T, T_k); True = masked
         if self.fast_path:  # no mask tensor when the kernel can make it
-            plain = padding_mask is None and (num_tokens == 1 or num_keys == num_tokens)
             context_vec = grouped_attention_fast(
-                queries, keys, values, None if plain else mask_bool,
+                queries, keys, values, mask_bool,
                 self.dropout.p if self.training else 0.0,
-                causal=self.causal and num_tokens > 1,
+                causal=mask_bool is None and self.causal and num_tokens > 1,
             )  # (B, H, T, d_h)
         else:
             context_vec = grouped_attention_explicit(

@@ -63,7 +63,12 @@ class KVCache:
     ``append`` writes the keys and values of new tokens after those already held and
     returns everything held so far; ``length`` is how many tokens that is, which is also
     the position of the next token. A padding mask given with a prompt is kept, so that
-    later tokens keep ignoring the padded positions.
+    later tokens keep ignoring the padded positions. ``has_padding`` says whether any
+    token held is padding: while it is False, the flags are all True and a layer need
+    not build a mask from them. It is decided from the masks given to ``append``: on
+    an accelerator that reads one bool back from the device (a sync), once per append
+    that brings a mask, until one brings padding. A prompt brings one; decoding steps,
+    which bring none, cost none.
 
     Args:
         batch_size: ``B``, the number of sequences generated together.
@@ -118,6 +123,7 @@ class KVCache:
             batch_size, context_length, dtype=torch.bool, device=device
         )  # (B, T_max)
         self.length = 0
+        self.has_padding = False  # a plain Python flag: reading it costs no sync
 
     @property
     def context_length(self) -> int:
@@ -131,6 +137,7 @@ class KVCache:
     def reset(self) -> None:
         """Forget every token, to start a new sequence; the storage is kept."""
         self.length = 0
+        self.has_padding = False
         self.key_padding.fill_(True)
 
     def _check_new(self, keys, values, padding_mask) -> None:
@@ -201,6 +208,7 @@ class KVCache:
         self.values[:, :, start:end] = values  # (B, H_kv, T_new, d_v)
         if padding_mask is not None:
             self.key_padding[:, start:end] = padding_mask  # (B, T_new)
+            self.has_padding = self.has_padding or not bool(padding_mask.all())
         self.length = end
         return (
             self.keys[:, :, :end],  # (B, H_kv, length, d_h)

@@ -73,6 +73,16 @@ class SharedKV:
         self.recorded = None  # (keys, values, key padding) of the owner's last call
         self.query_start = 0  # position of the first token of that call
         self.num_new = 0  # how many new tokens that call had
+        self.masked = False  # whether that call brought a padding mask
+
+    @property
+    def has_padding(self) -> bool:
+        """Whether the keys handed over may include padding: the wrapped cache's
+        ``has_padding``; without a cache, whether the owner's last call brought a
+        padding mask."""
+        if self.cache is not None:
+            return getattr(self.cache, "has_padding", True)
+        return self.masked
 
     @property
     def length(self) -> int:
@@ -89,6 +99,7 @@ class SharedKV:
         """The owner's call: append to the wrapped cache, record and return what it
         hands back."""
         self.query_start, self.num_new = self.length, keys.shape[2]
+        self.masked = padding_mask is not None
         if self.cache is not None:
             keys, values, padding = self.cache.append(keys, values, padding_mask)
         else:

@@ -66,7 +66,7 @@ from .attention_variants import (
     variant_attention_explicit,
 )
 from .checks import check_dropout, check_flag, check_inputs, check_size, rows_here
-from .grouped_query import attention_mask, grouped_attention_fast
+from .grouped_query import attention_mask, grouped_attention_fast, held_padding
 from .hf_config import latent_attention_options, rename_weights
 from .rope import RotaryEmbedding
 from .rope_scaling import rope_frequencies, yarn_attention_factor
@@ -130,6 +130,9 @@ class LatentCache:
     its rotary key, already turned (``d_r``): the absorbed path reads keys and values
     from this one tensor without copying it. ``append`` writes new tokens after those
     held and returns all held so far; ``length`` is the position of the next token.
+    ``has_padding`` says, as ``KVCache``'s does, whether a padding flag False was ever
+    appended (decided from the masks ``append`` is given: a device sync per mask, until
+    one brings padding).
 
     Args:
         batch_size: ``B``.
@@ -172,6 +175,7 @@ class LatentCache:
             batch_size, context_length, dtype=torch.bool, device=device
         )  # (B, T_max), True = real token
         self.length = 0
+        self.has_padding = False  # a plain Python flag: reading it costs no sync
 
     @property
     def context_length(self) -> int:
@@ -185,6 +189,7 @@ class LatentCache:
     def reset(self) -> None:
         """Forget every token, to start a new sequence; the storage is kept."""
         self.length = 0
+        self.has_padding = False
         self.key_padding.fill_(True)
 
     def append(self, latent, rope_key, padding_mask=None):
@@ -234,6 +239,7 @@ class LatentCache:
         self.entries[:, start:end, d_c:] = rope_key  # (B, T_new, d_r)
         if padding_mask is not None:
             self.key_padding[:, start:end] = padding_mask  # (B, T_new)
+            self.has_padding = self.has_padding or not bool(padding_mask.all())
         self.length = end
         return self.entries[:, :end], self.key_padding[:, :end]
 # --8<-- [end:cache]
@@ -504,13 +510,16 @@ class LatentAttention(nn.Module):
         rope_key = self.turn(rope_key.unsqueeze(1), start).squeeze(1)  # (B, T, d_r)
         if cache is not None:  # held and new tokens: (B, T_k, d_c + d_r)
             entries, padding_mask = cache.append(latent, rope_key, padding_mask)
+            padding_mask = held_padding(cache, padding_mask)  # None: no padding held
         else:
             entries = torch.cat((latent, rope_key), dim=-1)  # (B, T, d_c + d_r)
         num_keys = entries.shape[1]  # T_k
-        mask_bool = attention_mask(
-            start, num_tokens, start + num_tokens - num_keys, num_keys,
-            key_padding=padding_mask, device=x.device,
-        )  # (T, T_k) or (B, 1, T, T_k); True = masked
+        mask_bool = None  # one new token and no padding: no key is hidden
+        if num_tokens > 1 or padding_mask is not None:
+            mask_bool = attention_mask(
+                start, num_tokens, start + num_tokens - num_keys, num_keys,
+                key_padding=padding_mask, device=x.device,
+            )  # (T, T_k) or (B, 1, T, T_k); True = masked
         if self.absorb:
             context_vec = self.attend_absorbed(q_nope, q_rope, entries, mask_bool)
         else:
@@ -547,28 +556,32 @@ class LatentAttention(nn.Module):
         # that the cache is read as it is stored, once, never copied per head.
         rows = queries.reshape(b, 1, num_heads * num_tokens, -1)  # (B, 1, H T, d_c+d_r)
         keys = entries.unsqueeze(1)  # (B, 1, T_k, d_c + d_r)
-        values = keys[..., : self.kv_lora_rank]  # (B, 1, T_k, d_c): a view
-        mask_rows = fold_mask(mask_bool, num_heads)  # (.., H T, T_k)
-        mixed = self.attend(rows, keys, values, mask_rows, folded=True)  # (B,1,HT,d_c)
-        mixed = mixed.view(b, num_heads, num_tokens, -1)  # (B, H, T, d_c)
+        mask_rows = None if mask_bool is None else fold_mask(mask_bool, num_heads)
+        # The values are the latents, the keys' first d_c numbers. Given the keys whole
+        # as values, the kernel reads queries, keys and values of one width (which the
+        # fused kernels want); the first d_c numbers of each row it returns are kept.
+        mixed = self.attend(rows, keys, keys, mask_rows, folded=True)  # (B, 1, H T, .)
+        mixed = mixed[..., : self.kv_lora_rank]  # (B, 1, H T, d_c + d_r) -> (.., d_c)
+        mixed = mixed.reshape(b, num_heads, num_tokens, -1)  # (B, H, T, d_c)
         return torch.einsum("bhtc,hvc->bhtv", mixed, w_uv)  # (B, H, T, d_v)
     # --8<-- [end:absorbed]
 
     def attend(self, queries, keys, values, mask_bool, *, folded=False):
         """``softmax(Q K^T * scale + M) V``, keys and values shared by groups of
         query heads when they have fewer heads; ``folded``: the query rows are heads
-        folded together, not positions in order, so the mask is always given."""
+        folded together, not positions in order, so a mask is given whenever a key
+        is hidden. ``mask_bool`` None: no key is hidden from any query."""
         if not self.fast_path:
             return variant_attention_explicit(
                 queries, keys, values, mask_bool, self.dropout, scale=self.scale
             )
         num_tokens, num_keys = queries.shape[2], keys.shape[2]
-        plain = not folded and mask_bool.dim() == 2 and (
+        causal = mask_bool is not None and not folded and mask_bool.dim() == 2 and (
             num_tokens == 1 or num_keys == num_tokens
         )  # the kernel can make the mask itself
         return grouped_attention_fast(
-            queries, keys, values, None if plain else mask_bool,
-            self.dropout.p if self.training else 0.0, causal=num_tokens > 1,
+            queries, keys, values, None if causal else mask_bool,
+            self.dropout.p if self.training else 0.0, causal=causal and num_tokens > 1,
             scale=self.scale,
         )
 

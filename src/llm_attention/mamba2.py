@@ -63,7 +63,7 @@ from .delta_cache import (
     state_cache_shapes,
 )
 from .hf_config import mamba2_options, rename_weights
-from .ssd import chunked, recurrent
+from .ssd import chunked, recurrent, step_in_place
 
 FORMS = ("chunked", "recurrent")
 
@@ -268,6 +268,12 @@ class Mamba2(nn.Module):
     def rule(self, queries, keys, values, g, dt, state):
         """The rule in this layer's ``form``; one token (decoding) is one ``step``,
         which is what ``recurrent`` runs for it."""
+        if queries.shape[2] == 1 and state is not None and state.is_contiguous() and (
+            not torch.is_grad_enabled()
+        ):  # decoding: the cache's state updated where it lies, no new tensor
+            one = (queries[:, :, 0], keys[:, :, 0], values[:, :, 0], g[:, :, 0],
+                   dt[:, :, 0])  # (B, H, N), ..., (B, H)
+            return step_in_place(*one, state).unsqueeze(2), state  # (B, H, 1, P), ..
         if self.form == "recurrent" or queries.shape[2] == 1:
             return recurrent(queries, keys, values, g, dt, state)  # (B, H, T, P), ..
         return chunked(queries, keys, values, g, dt, state, self.chunk_size)

@@ -94,6 +94,7 @@ from .grouped_query import (
     check_cache,
     check_num_kv_heads,
     grouped_attention_fast,
+    held_padding,
 )
 from .hf_config import modern_attention_options, rename_weights
 from .kv_cache import KVCache
@@ -520,26 +521,21 @@ class ModernAttention(nn.Module):
             keys, values = self.keys_values(x, kv_heads, start)  # (B, H_kv, T, d_h)
             if cache is not None:  # held and new keys: (B, H_kv, T_k, d_h)
                 keys, values, padding_mask = cache.append(keys, values, padding_mask)
+        padding_mask = held_padding(cache, padding_mask)  # None: no padding held
+        reach = num_tokens - 1 + (self.window or self.context_length)  # keys seen
+        if keys.shape[2] > reach:  # older keys no query sees: left out (views)
+            keys, values = keys[:, :, -reach:], values[:, :, -reach:]  # (.., T_k, d)
+            padding_mask = None if padding_mask is None else padding_mask[:, -reach:]
         num_keys = keys.shape[2]  # T_k
         key_start = start + num_tokens - num_keys  # position of the first key
-        mask_bool = attention_mask(
-            start, num_tokens, key_start, num_keys,
-            window=self.window, key_padding=padding_mask, device=x.device,
-        )  # (T, T_k) or (B, 1, T, T_k); True = masked
-        if self.chunk_size is not None:  # and keys of another chunk
-            pad = self.chunk_starts(cache, padding_mask, key_start, b, x.device)
-            mask_bool = mask_bool | chunk_mask(
-                start, num_tokens, key_start, num_keys, self.chunk_size, pad
-            )  # (B, 1, T, T_k)
+        mask_bool = self.hidden_keys(
+            cache, padding_mask, start, num_tokens, key_start, num_keys
+        )  # (T, T_k), (B, 1, T, T_k) or None; True = masked
         if self.fast_path:  # no mask tensor when the kernel can make it
-            plain = padding_mask is None and self.chunk_size is None and (
-                self.window is None or num_keys <= self.window
-            )
-            plain = plain and (num_tokens == 1 or num_keys == num_tokens)
             context_vec = grouped_attention_fast(
-                queries, keys, values, None if plain else mask_bool,
-                self.dropout.p if self.training else 0.0, causal=num_tokens > 1,
-                scale=self.scale,
+                queries, keys, values, mask_bool,
+                self.dropout.p if self.training else 0.0,
+                causal=mask_bool is None and num_tokens > 1, scale=self.scale,
             )  # (B, H, T, d_h)
         else:
             context_vec = variant_attention_explicit(
@@ -553,6 +549,36 @@ class ModernAttention(nn.Module):
             context_vec = context_vec * self.softplus_gates(x, heads)  # (B, T, H, d_v)
         context_vec = context_vec.reshape(b, num_tokens, -1)  # (B, T, H d_v)
         return self.out_proj(context_vec)  # (B, T, d_out)
+
+    def hidden_keys(self, cache, key_padding, start, num_tokens, key_start, num_keys):
+        """True where a query may not attend a key: ``(T, T_k)`` or ``(B, 1, T, T_k)``
+        for queries at ``start..`` and keys at ``key_start..``. None when no key is
+        hidden from any query (one new token, no padding, every key within its
+        window and chunk), and on the fast path when the kernel's own causal mask
+        is all there is (no padding, as many keys as queries, within the window
+        and one chunk)."""
+        last = start + num_tokens - 1  # the last query's position
+        size = self.chunk_size
+        past_window = self.window is not None and last - key_start >= self.window
+        other_chunk = size is not None and (
+            key_padding is not None or key_start // size != last // size
+        )  # without padding, chunks start at position 0
+        if key_padding is None and not past_window and not other_chunk and (
+            num_tokens == 1 or self.fast_path and num_keys == num_tokens
+        ):
+            return None
+        device = self.W_query.weight.device
+        mask_bool = attention_mask(
+            start, num_tokens, key_start, num_keys,
+            window=self.window, key_padding=key_padding, device=device,
+        )  # (T, T_k) or (B, 1, T, T_k); True = masked
+        if size is not None:  # and keys of another chunk
+            batch = 1 if key_padding is None else key_padding.shape[0]
+            pad = self.chunk_starts(cache, key_padding, key_start, batch, device)
+            mask_bool = mask_bool | chunk_mask(
+                start, num_tokens, key_start, num_keys, size, pad
+            )  # (B, 1, T, T_k)
+        return mask_bool
 
     def softplus_gates(self, x: torch.Tensor, heads: int) -> torch.Tensor:
         """``softplus(x W_gate)`` for ``x`` ``(B, T, d_in)``, computed in float32:

@@ -63,7 +63,13 @@ class RollingKVCache:
     values and returns the keys a query may need: those held plus the new ones, at
     most ``window + T`` of them; it then keeps only the last ``window``. ``length``
     counts every token seen (the position of the next one); the returned keys sit at
-    positions ``length - T_k .. length - 1``.
+    positions ``length - T_k .. length - 1``. ``has_padding`` says, as ``KVCache``'s
+    does, whether a padding flag False was ever appended.
+
+    Until the window is full, new tokens are written after those held and views are
+    returned, as ``KVCache`` does. Once it is full, the held and the new tokens are
+    copied into one new tensor, which is returned; its last ``window`` tokens then
+    become the storage (a view): one copy of the window per call.
 
     Args:
         batch_size: ``B``.
@@ -119,6 +125,7 @@ class RollingKVCache:
         self.window = window
         self.length = 0  # tokens seen so far
         self.held = 0  # tokens held: min(length, window)
+        self.has_padding = False  # a plain Python flag: reading it costs no sync
 
     @property
     def nbytes(self) -> int:
@@ -128,6 +135,7 @@ class RollingKVCache:
     def reset(self) -> None:
         """Forget every token, to start a new sequence; the storage is kept."""
         self.length = self.held = 0
+        self.has_padding = False
         self.key_padding.fill_(True)
 
     def _check_new(self, keys, values, padding_mask) -> None:
@@ -182,15 +190,23 @@ class RollingKVCache:
             padding_mask = torch.ones(
                 batch, num_new, dtype=torch.bool, device=keys.device
             )  # (B, T)
-        held = self.held
+        elif not self.has_padding:  # one look at the flags until padding comes
+            self.has_padding = not bool(padding_mask.all())
+        held, end = self.held, self.held + num_new
+        self.length += num_new
+        if end <= self.window:  # room left: write after the held tokens, no copy
+            self.keys[:, :, held:end] = keys  # (B, H_kv, T, d_h)
+            self.values[:, :, held:end] = values  # (B, H_kv, T, d_v)
+            self.key_padding[:, held:end] = padding_mask  # (B, T)
+            self.held = end
+            return (self.keys[:, :, :end], self.values[:, :, :end],
+                    self.key_padding[:, :end])  # views: (B, H_kv, T_k, d_h), ..
         keys = torch.cat((self.keys[:, :, :held], keys), dim=2)  # (B, H_kv, T_k, d_h)
         values = torch.cat((self.values[:, :, :held], values), dim=2)  # (.., d_v)
         padding = torch.cat((self.key_padding[:, :held], padding_mask), 1)  # (B, T_k)
-        keep = min(self.window, keys.shape[2])  # the last W tokens stay
-        self.keys[:, :, :keep] = keys[:, :, -keep:]  # (B, H_kv, keep, d_h)
-        self.values[:, :, :keep] = values[:, :, -keep:]  # (B, H_kv, keep, d_v)
-        self.key_padding[:, :keep] = padding[:, -keep:]  # (B, keep)
-        self.held = keep
-        self.length += num_new
+        last = slice(end - self.window, end)  # the last W tokens stay, as views
+        self.keys, self.values = keys[:, :, last], values[:, :, last]  # (B,H_kv,W,.)
+        self.key_padding = padding[:, last]  # (B, W)
+        self.held = self.window
         return keys, values, padding
     # --8<-- [end:append]

@@ -48,7 +48,7 @@ import torch
 
 from . import latent, lightning_indexer
 from .checks import check_flag, check_inputs, check_size
-from .grouped_query import attention_mask
+from .grouped_query import attention_mask, held_padding
 from .hf_config import rename_weights, sparse_latent_attention_options
 from .kv_sharing import SharedTopK
 from .latent import LatentAttention, LatentCache
@@ -113,6 +113,11 @@ class SparseLatentCache:
     @property
     def context_length(self) -> int:
         return self.latent.context_length
+
+    @property
+    def has_padding(self) -> bool:
+        """Whether a padding flag False was ever appended (``LatentCache``'s)."""
+        return self.latent.has_padding
 
     @property
     def nbytes(self) -> int:
@@ -286,6 +291,7 @@ class SparseLatentAttention(LatentAttention):
             entries, padding_mask = cache.append(latent, rope_key, padding_mask)
         else:
             entries = torch.cat((latent, rope_key), dim=-1)  # (B, T, d_c + d_r)
+        padding_mask = held_padding(cache, padding_mask)  # None: no padding held
         num_keys = entries.shape[1]  # T_k
         mask_bool = attention_mask(
             start, num_tokens, start + num_tokens - num_keys, num_keys,
@@ -301,9 +307,10 @@ class SparseLatentAttention(LatentAttention):
                 selected = top_k_keys(index_scores, mask_bool, self.index_topk)
             if topk is not None:  # for the layers that reuse it
                 topk.record(selected, start, num_keys)  # (B, T, k)
-        if self.gathered:
+        if self.gathered:  # one new token, no padding: no chosen key is hidden
+            plain = num_tokens == 1 and padding_mask is None
             context_vec = self.attend_gathered(
-                q_nope, q_rope, entries, selected, mask_bool
+                q_nope, q_rope, entries, selected, None if plain else mask_bool
             )  # (B, H, T, d_v)
         else:
             mask_bool = mask_bool | ~chosen_keys(selected, num_keys)  # (B, 1, T, T_k)
@@ -334,10 +341,12 @@ class SparseLatentAttention(LatentAttention):
         keys = entries.gather(1, index)  # (B, T k, d_c + d_r): copies of the rows
         keys = keys.view(b * num_tokens, 1, k, width)  # (B T, 1, k, d_c + d_r)
         values = keys[..., : self.kv_lora_rank]  # (B T, 1, k, d_c): a view
-        if mask_bool.dim() == 2:  # (T, T_k) -> (B, T, T_k)
+        hidden = None  # mask_bool None: every chosen key may be attended
+        if mask_bool is not None and mask_bool.dim() == 2:  # (T, T_k) -> (B, T, T_k)
             mask_bool = mask_bool.expand(b, -1, -1)
-        hidden = mask_bool.reshape(b, num_tokens, -1).gather(-1, selected)  # (B, T, k)
-        hidden = hidden.view(b * num_tokens, 1, 1, k)  # chosen but in the future
+        if mask_bool is not None:  # chosen but in the future, or padding
+            hidden = mask_bool.reshape(b, num_tokens, -1).gather(-1, selected)
+            hidden = hidden.view(b * num_tokens, 1, 1, k)  # (B T, 1, 1, k)
         mixed = self.attend(rows, keys, values, hidden, folded=True)  # (B T,1,H,d_c)
         mixed = mixed.view(b, num_tokens, num_heads, -1).transpose(1, 2)  # (B,H,T,d_c)
         return torch.einsum("bhtc,hvc->bhtv", mixed, w_uv)  # (B, H, T, d_v)

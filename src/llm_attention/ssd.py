@@ -16,7 +16,8 @@ In Mamba-2's names the query ``q`` is ``C``, the key ``k`` is ``B``, the value `
 head) is the log of the decay. Unrolled, this is attention with a causal mask of decays
 and no softmax: ``o_i = sum_{j <= i} exp(g_{j+1} + ... + g_i) dt_j (q_i . k_j) v_j``.
 
-- ``step``: one token, the definition;
+- ``step``: one token, the definition; ``step_in_place`` the same for decoding
+  without gradients, writing into the state it is given;
 - ``recurrent``: ``step`` in a loop over the tokens;
 - ``masked``: the unrolled sum as one ``(T, T)`` matrix, the decays in its mask;
 - ``chunked``: the masked form inside chunks of ``L`` tokens, for all chunks at once,
@@ -88,6 +89,24 @@ def step(q, k, v, g, dt, state):
     out = (q.unsqueeze(-2) @ state).squeeze(-2)  # (B, H, P): S^T q
     return out, state
 # --8<-- [end:step]
+
+
+def step_in_place(q, k, v, g, dt, state):
+    """``step`` for decoding without gradients: the new state is written into
+    ``state`` ``(B, H, N, P)`` (contiguous) instead of a new tensor, so that a token
+    costs no fresh state-sized allocation. Returns the output ``(B, H, P)``."""
+    _check(q, k, v, g, dt, state, tokens=False)
+    if state is None or not state.is_contiguous() or torch.is_grad_enabled() and (
+        state.requires_grad or any(t.requires_grad for t in (q, k, v, g, dt))
+    ):
+        raise ValueError("step_in_place needs a contiguous state and no gradients "
+                         "(use step to differentiate)")
+    b, h, n, p = state.shape
+    state.mul_(g.exp()[..., None, None])  # (B, H, N, P): decayed
+    flat = state.view(b * h, n, p)  # the same memory
+    flat.baddbmm_((dt.unsqueeze(-1) * k).reshape(b * h, n, 1),
+                  v.reshape(b * h, 1, p))  # + dt k v^T
+    return torch.bmm(q.reshape(b * h, 1, n), flat).view(b, h, p)  # S^T q
 
 
 def recurrent(q, k, v, g, dt, state=None):
@@ -162,10 +181,10 @@ def chunked(q, k, v, g, dt, state=None, chunk_size: int = 64):
     total = log_decay[..., -1:, :]  # (B, H, n_c, 1, 1): c_L, each chunk's decay
     carried = k_c * (total - log_decay).exp()  # (B, H, n_c, L, N): exp(c_L - c_j) k_j
     local = carried.transpose(-1, -2) @ v_c  # (B, H, n_c, N, P): each chunk's writes
-    starts = []  # the state each chunk starts from: the only loop
-    for c in range(chunks):
+    starts = []  # the state each chunk starts from: the only loop, one operation
+    for decay_c, local_c in zip(total.exp().unbind(2), local.unbind(2)):
         starts.append(state)  # (B, H, N, P)
-        state = total[:, :, c].exp() * state + local[:, :, c]  # (B, H, N, P)
+        state = torch.addcmul(local_c, decay_c, state)  # (B, H, N, P): decay, write
     starts = torch.stack(starts, dim=2)  # (B, H, n_c, N, P)
     outer = (log_decay.exp() * q_c) @ starts  # (B, H, n_c, L, P): exp(c_i) S_0^T q_i
     out = (inner + outer).reshape(b, h, -1, p)[:, :, :num_tokens]  # (B, H, T, P)
