@@ -18,6 +18,7 @@ from llm_attention.compressed_attention import (
 from llm_attention.compressor import Compressor, rotary_angles, rotate_pairs
 from llm_attention.hf_config import compressed_attention_options
 from llm_attention_site.compressed_costs import PUBLISHED_V4
+from tests.decode_checks import step_after_prompt
 
 KINDS = {  # layer_type -> what it needs beyond the shared part
     "sliding_attention": {},
@@ -30,7 +31,7 @@ YARN = dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=8,
 T = 17  # window 4, rate 3 (five entries) or 5 (three), top-2: all of them bite
 
 
-def small(kind, **options):
+def small(kind, context_length=40, **options):
     """A small layer, every weight off its starting value (norms U(0.5, 1.5), sinks N(0, 1),
     the rest N(0, 0.3)) so that a missing piece shows."""
     torch.manual_seed(0)
@@ -38,7 +39,7 @@ def small(kind, **options):
     shared = dict(head_dim=12, q_lora_rank=10, o_groups=2, o_lora_rank=6, window=4,
                   layer_type=kind, rope_head_dim=6)
     layer = CompressedAttention(
-        16, 12, 40, 0.0, 4, **{**shared, **scaled, **KINDS[kind], **options}
+        16, 12, context_length, 0.0, 4, **{**shared, **scaled, **KINDS[kind], **options}
     ).eval()
     with torch.no_grad():
         for name, parameter in layer.named_parameters():
@@ -395,3 +396,20 @@ def test_the_cost_count_holds_what_the_cache_holds():
         assert counted["indexer"] == (indexer.entries.numel() if indexer else 0)
     v32 = headline()["DeepSeek-V3.2"]
     assert v32["cache_bytes_per_token"] == latent_row("DeepSeek-V3.2")["bytes_per_token"]
+
+
+def test_a_decoding_step_reads_its_picks_without_copying_the_entries():
+    """CSA gathered, one token after a prompt of 1,201 (400 entries of rate 3, a step that
+    closes none): no call allocates as much as the entries held (before, each step copied
+    them three times: twice to merge in no new entry, once to join them to the window);
+    and the step is one pass's last position."""
+    layer = small("compressed_sparse_attention", gathered=True, context_length=1300)
+    x = torch.randn(1, 1202, 16, generator=torch.Generator().manual_seed(3))
+    cache = layer.make_cache(1)
+    log, out = step_after_prompt(layer, cache, x)
+    entries = cache.pools["compressor"].entries  # (1, 400, 12)
+    assert entries.shape[1] == 400 and 1202 % 3  # the step closed no entry
+    assert log.allocations_of_at_least(entries.nbytes) == []
+    with torch.no_grad():
+        full = layer(x)
+    torch.testing.assert_close(out, full[:, -1:], atol=1e-5, rtol=1e-5)

@@ -280,13 +280,13 @@ class CompressedAttention(nn.Module):
         kv = rotate_pairs(self.kv_norm(self.W_kv(x)), cos, sin)  # (B, T, d)
 
         window, mask_bool = self.window_keys(kv, cache, start, offset)
-        keys, pools, selected = window, {}, None  # (B, T_w, d), mask (B, 1, T, T_w)
+        entries, pools, selected = window[:, :0], {}, None  # a sliding layer has none
         if self.compressor is not None:
             entries, hidden, selected, pools = self.entries(
                 x, query_latent, own, cos, sin, cache)  # (B, E, d), (B, T, E)
-            keys = torch.cat((window, entries), dim=1)  # (B, T_w + E, d)
             mask_bool = torch.cat((mask_bool, hidden.unsqueeze(1)), dim=-1)
-        context_vec = self.attend(queries, keys, mask_bool, window, selected)
+        # mask_bool (B, 1, T, T_w + E): the window's keys, then the entries
+        context_vec = self.attend(queries, window, entries, mask_bool, selected)
         context_vec = rotate_pairs(  # (B, T, H, d): turned back by the query's angle
             context_vec.transpose(1, 2), cos[:, :, None], -sin[:, :, None])
         if cache is not None:  # only now: a call that raised left the cache as it was
@@ -354,10 +354,12 @@ class CompressedAttention(nn.Module):
         return entries, hidden | ~chosen, selected, pools
     # --8<-- [end:entries]
 
-    def attend(self, queries, keys, mask_bool, window, selected):
-        """``(B, H, T, d)`` in the form the layer is set to."""
-        if self.gathered and selected is not None:
-            return self.attend_gathered(queries, window, mask_bool, keys, selected)
+    def attend(self, queries, window, entries, mask_bool, selected):
+        """``(B, H, T, d)`` in the form the layer is set to, over the window ``(B, T_w,
+        d)`` and the entries ``(B, E, d)``."""
+        if self.gathered and selected is not None:  # reads the picked entries alone
+            return self.attend_gathered(queries, window, entries, mask_bool, selected)
+        keys = torch.cat((window, entries), dim=1)  # (B, T_w + E, d): a copy of both
         if self.fast_path:
             return attend_fast(queries, keys, mask_bool, self.sinks, self.scale,
                                self.dropout.p if self.training else 0.0)
@@ -367,14 +369,14 @@ class CompressedAttention(nn.Module):
         )  # (B, H, T, d)
 
     # --8<-- [start:gathered]
-    def attend_gathered(self, queries, window, mask_bool, keys, selected):
+    def attend_gathered(self, queries, window, entries, mask_bool, selected):
         """Each query against its window ``(B, T_w, d)`` and its ``k`` picked entries,
-        copied out of ``keys`` ``(B, T_w + E, d)`` by ``selected`` ``(B, T, k)``:
-        ``(B, H, T, d)``."""
+        copied out of ``entries`` ``(B, E, d)`` by ``selected`` ``(B, T, k)``: ``(B,
+        H, T, d)``. Only the picked entries are read, not all ``E``."""
         b, _, num_tokens, d = queries.shape
         num_window, k = window.shape[1], selected.shape[-1]  # T_w, k
         index = selected.reshape(b, num_tokens * k, 1).expand(-1, -1, d)  # (B, T k, d)
-        picked = keys[:, num_window:].gather(1, index)  # (B, T k, d): copies
+        picked = entries.gather(1, index)  # (B, T k, d): copies k rows a query
         picked = picked.view(b, num_tokens, k, d)  # (B, T, k, d)
         mask_bool = mask_bool.expand(b, -1, -1, -1)  # (B, 1, T, T_w + E)
         late = mask_bool[:, 0, :, num_window:].gather(-1, selected)  # (B, T, k)

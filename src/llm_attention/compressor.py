@@ -182,7 +182,11 @@ class Compressor(nn.Module):
 
 def merge_entries(old, count, new, ready) -> torch.Tensor:
     """Row ``b``'s entries ``old[b, :count[b]]`` followed by ``new[b]``, up to
-    ``ready[b]`` of them: ``(B, max(ready), d)``, filler after each row's own."""
+    ``ready[b]`` of them: ``(B, max(ready), d)``, filler after each row's own;
+    ``old`` itself when no row closed an entry (most decoding steps), so the entries
+    are copied when one is added, not at every step."""
+    if not new.shape[1]:  # no row closed one: ready == count in every row
+        return old
     total = int(ready.max()) if ready.numel() else 0
     both = torch.cat((old, new), dim=1)  # (B, E_old + E', d)
     if total == 0:
