@@ -10,6 +10,8 @@ raises AssertionError saying what is wrong.
 
 from __future__ import annotations
 
+from tests import axe_checks
+
 CHAPTERS = [
     "chapters/why-attention/",
     "chapters/simple-self-attention/",
@@ -24,6 +26,7 @@ EXPLORER_PAGES = [
     "at-work/watching-attention-learn/",
     "at-work/generating-with-a-kv-cache/",
     "modern/sliding-window/",
+    "modern/combined/",
 ]
 NO_WEIGHTS_HEATMAP = ("chapters/why-attention/", "chapters/summary/")
 
@@ -637,6 +640,123 @@ def check_live_explorer(page, figure) -> None:
     _check_plants_fail(page, url, data["examples"], model64)
 
 
+# Where the cache explorer's sums are compared with Python's, (tokens, batch): the slider's
+# ends, lengths inside windows and chunks (100: under DeepSeek-V4's 128 and gpt-oss's; 1,000
+# under Gemma 3's 1,024; 3,000 under Mistral's 4,096 and Llama 4's chunk of 8,192), lengths
+# between the slider's stops and past a whole number of compressed windows, and batches.
+CACHE_POINTS = [(100, 1), (1000, 3), (1024, 1), (3000, 1), (8192, 128), (123_457, 2),
+                (2**20, 1), (2**20, 64), (2**20 + 77, 8)]
+
+# What a copy of cache-explorer.js must be caught with, each a (what, the line, the line
+# planted): the span left out, compressed entries not rounded down, the batch left out.
+CACHE_PLANTS = [
+    ("the span left out", "var held = t.span === null ? length : Math.min(length, t.span);",
+     "var held = length;"),
+    ("entries not rounded down", "t.per * Math.floor(held / t.every)", "t.per * held / t.every"),
+    ("the batch left out", "termBytes(t, length) * batch", "termBytes(t, length)"),
+]
+
+# A copy of the script (its text), run in the page beside the real one: every model's bytes
+# at every point, as JSON (one string: the driver checks nested objects value by value).
+_CACHE_COPY = """([source, models, points]) => {
+  const own = {};
+  new Function('window', source)(own);
+  return JSON.stringify(points.map(([length, batch]) => Object.fromEntries(
+    models.map(m => [m.name, own.cacheExplorer.bytes(m, length, batch)]))));
+}"""
+
+# What the cache explorer shows: its setting, and each row's name, total, parts, note and bar.
+_CACHE_SHOWN = """f => ({
+  setting: f.querySelector('.cache-setting').textContent,
+  rows: [...f.querySelectorAll('.cache-row')].filter(r => !r.hidden).map(r => ({
+    name: r.dataset.model, total: r.querySelector('.cache-total').textContent,
+    parts: Object.fromEntries([...r.querySelectorAll('.cache-part')].map(p => [p.dataset.kind, p.textContent])),
+    note: r.querySelector('.cache-note').textContent,
+    bar: [...r.querySelectorAll('.cache-bar > span')].reduce((w, s) => w + parseFloat(s.style.width), 0)}))})"""
+
+
+def _expected_cache(names, length: int, batch: int) -> dict:
+    """What the explorer must show for ``names`` at a setting, from Python."""
+    from llm_attention_site import cache_explorer as ce
+
+    rows = []
+    for name in names:
+        found = ce.cache_bytes(name, length, batch)
+        context = ce.cost_models()[name]["context"]
+        rows.append(dict(name=name, total=ce.human(sum(found.values())),
+                         parts={k: f"{ce.KINDS[k]} {ce.human(v)}" for k, v in found.items() if v},
+                         note=ce.past_context(context) if length > context else ""))
+    return dict(setting=ce.setting(length, batch), rows=rows)
+
+
+def _check_cache_shown(figure, names, length: int, batch: int) -> dict:
+    """The rows shown are ``names`` at the setting, each written as Python writes it, each
+    bar as long against the largest as its total."""
+    from llm_attention_site import cache_explorer as ce
+
+    shown = figure.evaluate(_CACHE_SHOWN)
+    want = _expected_cache(names, length, batch)
+    bars = {row["name"]: row.pop("bar") for row in shown["rows"]}
+    assert {k: shown[k] for k in want} == want, (length, batch, shown, want)
+    totals = {n: sum(ce.cache_bytes(n, length, batch).values()) for n in names}
+    for name, width in bars.items():
+        assert abs(width - 100 * totals[name] / max(totals.values())) < 0.01, (name, width)
+    return shown
+
+
+def check_cache_explorer(page, figure) -> None:
+    """The script's sums are Python's (cache_explorer.cache_bytes) for every model at every
+    point of CACHE_POINTS, to the byte; the rows show them as Python writes them, at first
+    and once the switch, the sliders (keyboard, focus shown) and the buttons change the
+    setting; a copy of the script with each of CACHE_PLANTS fails the comparison."""
+    import json
+
+    from llm_attention_site import cache_explorer as ce
+
+    page.wait_for_function("f => f.cacheAt", arg=figure.element_handle(), timeout=10000)
+    models = json.loads(figure.get_attribute("data-cache"))["models"]
+    names = ce.ordered_models()
+    assert [m["name"] for m in models] == names, [m["name"] for m in models]
+    expected = [{n: ce.cache_bytes(n, t, b) for n in names} for t, b in CACHE_POINTS]
+    sums = json.loads(figure.evaluate(
+        "(f, points) => JSON.stringify(points.map(([t, b]) => f.cacheAt(t, b)))", CACHE_POINTS))
+    for (length, batch), got, want in zip(CACHE_POINTS, sums, expected):
+        assert got == want, f"{length} tokens, batch {batch}: the script {got}, Python {want}"
+    _check_cache_shown(figure, ce.DEFAULT_MODELS, ce.LENGTHS[-1], 1)
+    page.keyboard.press("Shift")  # keyboard use, as the focus styles see it
+    every = figure.locator(".cache-controls .explorer-switches button").nth(1)
+    every.focus()
+    axe_checks._assert_focus_shown(page, "the models' switch")
+    page.keyboard.press("Enter")
+    assert every.get_attribute("aria-pressed") == "true", "Enter on the switch"
+    _check_cache_shown(figure, names, ce.LENGTHS[-1], 1)
+    length = figure.locator('.cache-length input[aria-label="Tokens held"]')
+    batch = figure.locator('.cache-batch input[aria-label="Batch"]')
+    length.focus()
+    axe_checks._assert_focus_shown(page, "the length slider")
+    for key, k in (("Home", 0), ("ArrowRight", 1), ("ArrowRight", 2)):
+        page.keyboard.press(key)
+        _check_cache_shown(figure, names, ce.LENGTHS[k], 1)
+    batch.focus()
+    page.keyboard.press("End")
+    _check_cache_shown(figure, names, ce.LENGTHS[2], ce.BATCHES[-1])
+    figure.locator(".cache-length .explorer-next").click()
+    _check_cache_shown(figure, names, ce.LENGTHS[3], ce.BATCHES[-1])
+    figure.locator(".cache-controls .explorer-switches button").nth(0).click()
+    _check_cache_shown(figure, ce.DEFAULT_MODELS, ce.LENGTHS[3], ce.BATCHES[-1])
+    script = next(e for e in page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+                  if e.endswith("/cache-explorer.js"))
+    source = page.request.get(script).text()
+
+    def sums_of(copy: str) -> list:
+        return json.loads(page.evaluate(_CACHE_COPY, [copy, models, CACHE_POINTS]))
+
+    assert sums_of(source) == expected, "an unchanged copy of the script differs from Python"
+    for what, line, planted in CACHE_PLANTS:
+        assert source.count(line) == 1, f"cache-explorer.js no longer holds {line!r} once"
+        assert sums_of(source.replace(line, planted)) != expected, f"a copy with {what} passes"
+
+
 # In the dark palette, the shade of a cell of weight 0.10 and of 0.24 in every grid that prints
 # its digits, as CIELAB lightness over the page: a probe cell of each weight, measured, removed.
 _DARK_SHADES = """() => {
@@ -708,6 +828,7 @@ def check_explorer(page) -> None:
         "temperature-explorer": check_temperature_explorer,
         "attention-explorer": check_row_explorer,
         "live-explorer": check_live_explorer,
+        "cache-explorer": check_cache_explorer,
     }
     for k in range(figures.count()):
         figure = figures.nth(k)

@@ -9,7 +9,9 @@
    - .decode-explorer: decoding one token at a time, the cache filling row by row;
    - .temperature-explorer: the next token's probabilities at a temperature and a top-k;
    - .live-explorer: a button that loads the trained tiny GPT and its explorer
-     (tiny-gpt.js, live-explorer.js, the weights), only when the reader asks for them.
+     (tiny-gpt.js, live-explorer.js, the weights), only when the reader asks for them;
+   - .cache-explorer: every model's cache at a length and a batch (cache-explorer.js, loaded
+     by the pages that have one).
    Without the script each figure stays a still table. */
 (function () {
   "use strict";
@@ -463,6 +465,15 @@
     figure.prepend(open);
   }
 
+  var cacheScript = null;
+
+  function setupCache(figure) {
+    cacheScript = cacheScript || (window.cacheExplorer ? Promise.resolve() : load("cache-explorer.js"));
+    cacheScript.then(function () {
+      window.cacheExplorer.setup(figure, {el: el, switchBar: switchBar, stepControls: stepControls});
+    });
+  }
+
   function start() {
     // The heads explorer first: it sets up the row explorer inside it.
     document.querySelectorAll(".heads-explorer").forEach(setupHeads);
@@ -471,6 +482,7 @@
     document.querySelectorAll(".decode-explorer[data-decode]").forEach(setupDecode);
     document.querySelectorAll(".temperature-explorer[data-temperature]").forEach(setupTemperature);
     document.querySelectorAll(".live-explorer[data-live]").forEach(setupLive);
+    document.querySelectorAll(".cache-explorer[data-cache]").forEach(setupCache);
   }
 
   if (typeof document$ !== "undefined") {
