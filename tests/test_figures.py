@@ -315,8 +315,8 @@ def _legend_covers(fig) -> list[str]:
     return covered
 
 
-@pytest.mark.parametrize("name", ["kv_cache", "decode", "latent_decode", "sparse_decode",
-                                  "linear_decode", "attention"])
+@pytest.mark.parametrize("name", ["kv_cache", "decode", "latent_decode", "sparse_decode", "mamba2",
+                                  "linear_decode", "compressed_decode", "attention"])
 def test_benchmark_plots_fit_their_column_and_their_legends_cover_no_line(name):
     """Each variant is drawn as wide as the narrowest column that shows it, so its 9-point
     text shows at 12 CSS px; no legend hides a line."""
