@@ -11,8 +11,10 @@ were read from copies of DeepSeek's files that others published in their own
 repositories (two whole copies of Flash's and one of Pro's; excerpts of Pro's in others
 agree), and checked against
 transformers 5.23's ``DeepseekV4Config`` (its defaults are Flash's sizes; its docstrings
-give Pro's heads, groups, rank and width, and its default ``layer_types`` Pro's
-pattern). The source line says so. DeepSeek-V3.2's side is
+give Pro's heads, groups, rank and width). Its default ``layer_types``, which its
+docstring calls V4-Pro's, is one layer off Pro's ``compress_ratios``: HCA, HCA, HCA,
+CSA, ... (32 HCA and 29 CSA at 61 layers) against Pro's HCA, HCA, CSA, ... (31 and 30);
+the table keeps Pro's file. The source line says so. DeepSeek-V3.2's side is
 ``sparse_costs.DEEPSEEK_V32``.
 
 **The cache**, numbers held per layer after ``T`` tokens (``layer_cache``), by part
