@@ -174,3 +174,34 @@ def test_the_published_configs_build_what_the_models_are():
         options_of({**m3, "text_config": first_block}, 3)
     with pytest.raises(ValueError, match="indexer_rope_interleave=False"):
         options_of({**glm, "indexer_rope_interleave": False}, 0)
+
+
+def test_mimo_window_is_read_as_transformers_reads_it():
+    """MiMo-V2-Flash's sliding_window_size counts the tokens before the query (SGLang's
+    count): transformers' config turns it into sliding_window = size + 1, whatever the
+    file's own sliding_window says, and defaults to 129 without either; so does ours."""
+    from transformers import MiMoV2FlashConfig
+
+    from llm_attention.hf_config import modern_attention_options
+
+    published = FAMILIES["mimo_v2_flash"].published["MiMo-V2-Flash"][1]
+    sliding = [layer_kind(published, i)[1] for i in range(published["num_hidden_layers"])
+               ].index("sliding_attention")
+    fields = {k: v for k, v in published.items() if k != "model_type"}
+    for drop in ((), ("sliding_window",), ("sliding_window", "sliding_window_size")):
+        values = {k: v for k, v in published.items() if k not in drop}
+        theirs = MiMoV2FlashConfig(**{k: v for k, v in fields.items() if k not in drop})
+        ours = modern_attention_options(values, sliding)["window"]
+        assert ours == theirs.sliding_window == 129, drop
+
+
+def test_a_sliding_layer_without_a_window_is_refused_by_name():
+    from llm_attention.hf_config import modern_attention_options
+
+    config = dict(model_type="mistral", hidden_size=64, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=128,
+                  layer_types=["sliding_attention"], num_hidden_layers=1,
+                  rope_theta=10000.0)
+    with pytest.raises(ValueError, match="sliding layer but the config gives no "
+                                         "sliding_window"):
+        modern_attention_options(config, 0)

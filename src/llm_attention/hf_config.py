@@ -374,7 +374,7 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
     )
     options.update(hybrid)
     if kind == "sliding_attention":
-        options["window"] = values["sliding_window"]
+        options["window"] = values.get("sliding_window")
     if kind == "chunked_attention":
         if not values.get("attention_chunk_size"):
             raise ValueError(
@@ -410,6 +410,9 @@ def modern_attention_options(config: object, layer_idx: int = 0) -> dict:
     if family == "minimax_m3_vl_text":  # Gemma's (1 + w) QK-norm, no biases
         options.update(qk_norm=True, norm_unit_offset=True, qkv_bias=False,
                        out_bias=False, norm_eps=values.get("rms_norm_eps", 1e-6))
+    if kind == "sliding_attention" and options["window"] is None:
+        raise ValueError(f"layer {layer_idx} of {family!r} is a sliding layer but the "
+                         "config gives no sliding_window")
     return options
 # --8<-- [end:options]
 
@@ -428,8 +431,10 @@ def mimo_options(values: dict, layer_idx: int, kind: str) -> dict:
         num_kv_heads=kv_heads * 2 if sliding else kv_heads,
         value_scale=values.get("attention_value_scale", 0.707), out_bias=False,
     )
-    if sliding and values.get("sliding_window_size") is not None:  # SGLang's count
-        options["window"] = values["sliding_window_size"] + 1
+    if sliding and values.get("sliding_window_size") is not None:  # SGLang's count:
+        options["window"] = values["sliding_window_size"] + 1  # the query and those before
+    elif sliding and values.get("sliding_window") is None:
+        options["window"] = 129  # MiMoV2FlashConfig's default
     num_layers = values.get("num_hidden_layers") or layer_idx + 1
     rope = {k: rope_options(values, k) for k in ("full_attention", "sliding_attention")}
     read_by_transformers = dict(
