@@ -73,6 +73,22 @@ def test_gradients_through_chunked_equal_those_through_the_recurrence(per_channe
 
 
 @DECAYS
+def test_strong_decays_leave_no_inf_or_nan_in_outputs_or_gradients(per_channel):
+    """g = -20 a token in float32: above the diagonal of a chunk of 16, exp(c_i - c_j) would be
+    up to exp(300), past float32's largest number; the chunked form never computes it, so its
+    outputs match the recurrence and its gradients are finite."""
+    q, k, v, g, beta, state = rule_inputs(40, per_channel, dtype=torch.float32)
+    g = torch.full_like(g, -20.0).requires_grad_()
+    k.requires_grad_()
+    want_out, want_state = recurrent(q, k, v, g, beta, state)
+    got_out, got_state = chunked(q, k, v, g, beta, state, chunk_size=16)
+    assert (got_out - want_out).abs().max() <= 1e-5
+    assert (got_state - want_state).abs().max() <= 1e-5
+    (got_out.sum() + got_state.sum()).backward()
+    assert torch.isfinite(g.grad).all() and torch.isfinite(k.grad).all()
+
+
+@DECAYS
 def test_the_work_within_chunks_is_done_once_and_the_loop_only_carries_the_state(per_channel):
     """4 and 12 chunks of 8: one triangular solve and one cumulative sum for all chunks,
     whatever their number, and at most 4 more operations per chunk (the loop's: what the
@@ -90,15 +106,24 @@ def test_the_work_within_chunks_is_done_once_and_the_loop_only_carries_the_state
 
 def test_per_channel_decays_go_a_group_of_chunks_at_a_time_within_the_budget():
     """A chunk's per-channel decays are C C d_k numbers per head: over the budget, the chunks
-    go a few at a time (here one: a budget of 1), with the same overlaps and scores."""
+    of all heads go a few at a time (one: a budget of 1; five of the 24: groups that cross
+    from one head to the next, the last one shorter), with the same overlaps and scores,
+    and those equal the sums that define them."""
     q, k, _, g, beta, _ = rule_inputs(32, per_channel=True)
     split = (B, H, 4, 8)
     q, k = q.reshape(*split, D_K), k.reshape(*split, D_K)
     beta, log_decay = beta.reshape(*split, 1), g.reshape(*split, D_K).cumsum(dim=3)
-    whole, one_at_a_time = (chunk_overlaps(q, k, beta, log_decay, budget)
-                            for budget in (2**26, 1))
-    for a, b in zip(whole, one_at_a_time):
-        assert a.shape == (*split, 8) and (a - b).abs().max() <= 1e-14
+    whole, one_at_a_time, five = (chunk_overlaps(q, k, beta, log_decay, budget)
+                                  for budget in (2**26, 1, 5 * 8 * 8 * D_K))
+    # the definitions, a sum over the key channels for each pair j <= i
+    gaps = log_decay.unsqueeze(-2) - log_decay.unsqueeze(-3)  # (B, H, n, C, C, d_k)
+    lower = torch.ones(8, 8, dtype=torch.bool).tril()  # j <= i
+    decay = torch.where(lower.unsqueeze(-1), gaps, -torch.inf).exp()
+    keys = decay * k.unsqueeze(-3)  # exp(c_i - c_j) k_j, 0 for j > i
+    wanted = ((beta * k).unsqueeze(-2) * keys).sum(-1), (q.unsqueeze(-2) * keys).sum(-1)
+    for a, b, c, want in zip(whole, one_at_a_time, five, wanted):
+        assert a.shape == (*split, 8) and (a - want).abs().max() <= 1e-14
+        assert (a - b).abs().max() <= 1e-14 and (a - c).abs().max() <= 1e-14
 
 
 def test_recurrent_is_step_in_a_loop():

@@ -145,44 +145,56 @@ def decay_within(log_decay: torch.Tensor) -> torch.Tensor:
     ``(..., C, d_k)``; returns ``(..., C, C)`` or ``(..., C, C, d_k)``. The leading
     axes (``B, H``, and the chunks) are carried through."""
     size = log_decay.shape[-2]
-    future = torch.ones(size, size, dtype=torch.bool, device=log_decay.device).triu(1)
+    lower = torch.ones(size, size, dtype=log_decay.dtype, device=log_decay.device)
+    lower = lower.tril()  # (C, C): 1 where j <= i, 0 above the diagonal
     if log_decay.shape[-1] == 1:  # one decay per head: a (C, C) matrix
         gaps = log_decay - log_decay.transpose(-1, -2)  # (..., C, C): c_i - c_j
     else:  # one per channel: a (C, C) matrix for each of the d_k channels
         gaps = log_decay.unsqueeze(-2) - log_decay.unsqueeze(-3)  # (..., C, C, d_k)
-        future = future.unsqueeze(-1)  # (C, C, 1)
-    # j > i would be a growth, and may overflow: masked before the exponential
-    return gaps.masked_fill(future, float("-inf")).exp()
+        lower = lower.unsqueeze(-1)  # (C, C, 1)
+    # j > i would be a growth, and may overflow: set to 0 before the exponential, and
+    # the decay to 0 after it (exp(-inf) = 0 would do both, but runs several times
+    # slower than the exponential of a moderate number on some CPUs)
+    return gaps.mul_(lower).exp_() * lower  # (..., C, C) or (..., C, C, d_k)
 
 
 def decayed_products(a, b, decay) -> torch.Tensor:
-    """``M[i, j] = a_i^T diag(decay[i, j]) b_j``: ``a``, ``b`` ``(..., C, d_k)``,
-    ``decay`` from ``decay_within``; returns ``(..., C, C)``."""
-    if decay.dim() == a.dim():  # one decay per head: it factors out of the product
-        return (a @ b.transpose(-1, -2)) * decay  # (..., C, C)
-    return torch.einsum("...ic,...jc,...ijc->...ij", a, b, decay)  # (..., C, C)
+    """``M[i, r, j] = a_ir^T diag(decay[i, j]) b_j``, for ``R`` rows ``a_ir`` at each
+    position ``i``: ``a`` ``(..., C, R, d_k)``, ``b`` ``(..., C, d_k)``, ``decay`` from
+    ``decay_within``; returns ``(..., C, R, C)``."""
+    if decay.dim() == b.dim():  # one decay per head: it factors out of the product
+        products = a.flatten(-3, -2) @ b.transpose(-1, -2)  # (..., C R, C)
+        return products.unflatten(-2, a.shape[-3:-1]) * decay.unsqueeze(-2)
+    # one per channel: X[i, j] = diag(decay[i, j]) b_j, made once, and read by one
+    # matrix product per position i, (R, d_k) @ (d_k, C), for all R rows at once
+    x = decay * b.unsqueeze(-3)  # (..., C, C, d_k): X[i, j, c] = decay[i, j, c] b_jc
+    return a @ x.transpose(-1, -2)  # (..., C, R, d_k) @ (..., C, d_k, C)
 
 
-def chunk_overlaps(q, k, beta, log_decay, budget: int = 2**26):
+def chunk_overlaps(q, k, beta, log_decay, budget: int = 2**19):
     """For every chunk, the decayed overlaps ``beta_i k_i^T G_i G_j^-1 k_j`` (the
     system's ``A`` before its strict lower triangle is taken) and the scores
     ``q_i^T G_i G_j^-1 k_j`` (``j <= i``): ``(B, H, n, C, C)`` each, from ``q``, ``k``
-    ``(B, H, n, C, d_k)``, ``beta`` ``(B, H, n, C, 1)`` and the summed ``g``. With one
-    decay per head, all chunks at once; with one per key channel a chunk's decays are
-    ``C C d_k`` numbers per head, so the chunks go a group at a time, at most
-    ``budget`` decays a group (one chunk at least)."""
+    ``(B, H, n, C, d_k)``, ``beta`` ``(B, H, n, C, 1)`` and the summed ``g``. Both
+    take the same decays, so their rows ``beta_i k_i`` and ``q_i`` go in one product.
+    With one decay per head, all chunks at once; with one per key channel a chunk's
+    decays are ``C C d_k`` numbers per head, so the chunks of all heads go a group at
+    a time, at most ``budget`` decays a group (one chunk at least): a few MB, read
+    by the product while they are still in the processor's cache."""
     b, h, n, size, d_k = k.shape
-    group = n if log_decay.shape[-1] == 1 else max(1, budget // (b * h * size**2 * d_k))
-    overlaps, scores = [], []
-    for first in range(0, n, group):
-        part = slice(first, first + group)  # (B, H, group, C, .)
-        decay = decay_within(log_decay[:, :, part])  # (.., C, C) or (.., C, C, d_k)
-        k_part = k[:, :, part]
-        overlaps.append(decayed_products(beta[:, :, part] * k_part, k_part, decay))
-        scores.append(decayed_products(q[:, :, part], k_part, decay))
-    if len(overlaps) == 1:
-        return overlaps[0], scores[0]  # (B, H, n, C, C) twice
-    return torch.cat(overlaps, dim=2), torch.cat(scores, dim=2)
+    rows = torch.stack((beta * k, q), dim=-2)  # (B, H, n, C, 2, d_k)
+    if log_decay.shape[-1] == 1:
+        decay = decay_within(log_decay)  # (B, H, n, C, C)
+        both = decayed_products(rows, k, decay)  # (B, H, n, C, 2, C)
+    else:
+        rows = rows.flatten(0, 2)  # (B H n, C, 2, d_k): the chunks of all heads
+        k, log_decay = k.flatten(0, 2), log_decay.flatten(0, 2)  # (B H n, C, d_k)
+        group = max(1, budget // (size * size * d_k))  # chunks a group
+        parts = [slice(i, i + group) for i in range(0, b * h * n, group)]
+        both = torch.cat([decayed_products(rows[p], k[p], decay_within(log_decay[p]))
+                          for p in parts])  # (B H n, C, 2, C)
+        both = both.view(b, h, n, size, 2, size)  # (B, H, n, C, 2, C)
+    return both[..., 0, :], both[..., 1, :]  # (B, H, n, C, C) twice
 # --8<-- [end:within]
 
 
