@@ -432,7 +432,7 @@ def mimo_options(values: dict, layer_idx: int, kind: str) -> dict:
         value_scale=values.get("attention_value_scale", 0.707), out_bias=False,
     )
     if sliding and values.get("sliding_window_size") is not None:  # SGLang's count:
-        options["window"] = values["sliding_window_size"] + 1  # the query and those before
+        options["window"] = values["sliding_window_size"] + 1  # and the query
     elif sliding and values.get("sliding_window") is None:
         options["window"] = 129  # MiMoV2FlashConfig's default
     num_layers = values.get("num_hidden_layers") or layer_idx + 1

@@ -260,7 +260,7 @@ def human(nbytes: int) -> str:
     unit, size = next((u, s) for u, s in reversed(UNITS) if nbytes >= s or s == 1)
     value = nbytes / size
     decimals = 2 if value < 10 else 1 if value < 100 else 0
-    scaled = int(value * 10**decimals + 0.5)  # floor(x + 0.5), x >= 0: the same float steps
+    scaled = int(value * 10**decimals + 0.5)  # floor(x + 0.5) for x >= 0, as the script
     whole, part = divmod(scaled, 10**decimals)
     return f"{whole}.{part:0{decimals}d} {unit}" if decimals else f"{whole} {unit}"
 
@@ -296,8 +296,9 @@ def cache_table(names, length: int, batch: int = 1, width: int = 78) -> str:
         parts = ", ".join(f"{KINDS[k]} {human(v)}".replace(" ", NBSP)
                           for k, v in found.items() if v)  # a part stays on one line
         head = f"{name:<19}{human(sum(found.values())):>9}: "
-        lines.append(textwrap.fill(parts, width, initial_indent=head,
-                                   subsequent_indent=" " * len(head)).replace(NBSP, " "))
+        filled = textwrap.fill(parts, width, initial_indent=head,
+                               subsequent_indent=" " * len(head))
+        lines.append(filled.replace(NBSP, " "))
     return "\n".join(lines)
 
 
