@@ -668,7 +668,8 @@ _CACHE_COPY = """([source, models, points]) => {
 # What the cache explorer shows: its setting, and each row's name, total, parts, note and bar.
 _CACHE_SHOWN = """f => ({
   setting: f.querySelector('.cache-setting').textContent,
-  rows: [...f.querySelectorAll('.cache-row')].filter(r => !r.hidden).map(r => ({
+  hiddenShown: [...f.querySelectorAll('.cache-row')].filter(r => r.hidden && r.getClientRects().length).length,
+  rows: [...f.querySelectorAll('.cache-row')].filter(r => r.getClientRects().length).map(r => ({
     name: r.dataset.model, total: r.querySelector('.cache-total').textContent,
     parts: Object.fromEntries([...r.querySelectorAll('.cache-part')].map(p => [p.dataset.kind, p.textContent])),
     note: r.querySelector('.cache-note').textContent,
@@ -695,6 +696,7 @@ def _check_cache_shown(figure, names, length: int, batch: int) -> dict:
     from llm_attention_site import cache_explorer as ce
 
     shown = figure.evaluate(_CACHE_SHOWN)
+    assert shown.pop("hiddenShown") == 0, "a row the script hides is still drawn"
     want = _expected_cache(names, length, batch)
     bars = {row["name"]: row.pop("bar") for row in shown["rows"]}
     assert {k: shown[k] for k in want} == want, (length, batch, shown, want)
