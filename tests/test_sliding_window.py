@@ -146,3 +146,17 @@ def test_both_caches_refuse_the_same_inputs_alike_and_unchanged(keys, values, pa
     assert (rolling.length, rolling.held) == (1, 1)
     assert torch.equal(rolling.keys[:, :, :1], torch.ones(1, 1, 1, 2))
     assert torch.equal(rolling.values[:, :, :1], torch.ones(1, 1, 1, 2))
+
+
+def test_the_rolling_cache_keeps_at_most_two_windows_of_storage():
+    """After a long prompt the cache keeps its window in storage of its own (a view would
+    keep the whole prompt's join alive); a decoding step keeps a view of its join of
+    window + 1 rows."""
+    window = 4
+    rolling = RollingKVCache(1, 2, 8, window)
+    rolling.append(torch.randn(1, 2, 1000, 8), torch.randn(1, 2, 1000, 8))
+    stored = rolling.keys.untyped_storage().nbytes() + rolling.values.untyped_storage().nbytes()
+    assert rolling.nbytes == 2 * 2 * window * 8 * 4 and stored == rolling.nbytes
+    for _ in range(3):
+        rolling.append(torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8))
+        assert rolling.keys.untyped_storage().nbytes() <= 2 * rolling.keys.nbytes

@@ -129,7 +129,9 @@ class RollingKVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the key and value storage: fixed at the window."""
+        """Bytes of the held keys and values: the window's. The storage under them
+        holds at most twice the window (a view of one call's join; a longer call's
+        window is copied out)."""
         return self.keys.nbytes + self.values.nbytes
 
     def reset(self) -> None:
@@ -205,8 +207,10 @@ class RollingKVCache:
         values = torch.cat((self.values[:, :, :held], values), dim=2)  # (.., d_v)
         padding = torch.cat((self.key_padding[:, :held], padding_mask), 1)  # (B, T_k)
         last = slice(end - self.window, end)  # the last W tokens stay, as views
-        self.keys, self.values = keys[:, :, last], values[:, :, last]  # (B,H_kv,W,.)
-        self.key_padding = padding[:, last]  # (B, W)
+        kept = keys[:, :, last], values[:, :, last], padding[:, last]
+        if end > 2 * self.window:  # a long call: copy the window out, free the rest
+            kept = tuple(t.clone() for t in kept)
+        self.keys, self.values, self.key_padding = kept  # (B,H_kv,W,.) x2, (B, W)
         self.held = self.window
         return keys, values, padding
     # --8<-- [end:append]
