@@ -86,3 +86,22 @@ def step_after_prompt(layer, cache, x, prompt_mask=None, **kwargs):
         with StepLog() as log:
             out = layer(x[:, -1:], cache=cache, **kwargs)
     return log, out
+
+
+def one_pass_last(layer, x, prompt_mask=None):
+    """The last position of one pass of ``layer`` over all of ``x`` (the prompt's mask, if
+    any, extended by the new token): what the step logged by ``step_after_prompt`` must
+    equal."""
+    mask = None if prompt_mask is None else torch.cat(
+        (prompt_mask, torch.ones(x.shape[0], 1, dtype=torch.bool)), dim=1)  # (B, T + 1)
+    with torch.no_grad():
+        return layer(x, mask)[:, -1:]
+
+
+def assert_masks_only_with_padding(log, masks, fast_path: bool, padded: bool) -> None:
+    """A decoding step masks only when the prompt had padding: the fast path hands SDPA
+    no mask without it (``masks`` from ``sdpa_masks``, the prompt's call first), and no
+    path fills a mask in."""
+    step_masks = masks[1:] if fast_path else masks
+    assert [m is None for m in step_masks] == ([not padded] if fast_path else [])
+    assert (log.count("masked_fill") + log.count("masked_fill_") > 0) == padded

@@ -18,7 +18,7 @@ from llm_attention.compressed_attention import (
 from llm_attention.compressor import Compressor, rotary_angles, rotate_pairs
 from llm_attention.hf_config import compressed_attention_options
 from llm_attention_site.compressed_costs import PUBLISHED_V4
-from tests.decode_checks import step_after_prompt
+from tests.decode_checks import one_pass_last, step_after_prompt
 
 KINDS = {  # layer_type -> what it needs beyond the shared part
     "sliding_attention": {},
@@ -410,6 +410,4 @@ def test_a_decoding_step_reads_its_picks_without_copying_the_entries():
     entries = cache.pools["compressor"].entries  # (1, 400, 12)
     assert entries.shape[1] == 400 and 1202 % 3  # the step closed no entry
     assert log.allocations_of_at_least(entries.nbytes) == []
-    with torch.no_grad():
-        full = layer(x)
-    torch.testing.assert_close(out, full[:, -1:], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out, one_pass_last(layer, x), atol=1e-5, rtol=1e-5)

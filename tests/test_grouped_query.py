@@ -11,7 +11,9 @@ import torch.nn.functional as F
 from llm_attention.grouped_query import GroupedQueryAttention
 from llm_attention.kv_cache import KVCache, kv_cache_bytes
 from llm_attention.multihead import MultiHeadAttention
-from tests.decode_checks import sdpa_masks, step_after_prompt
+from tests.decode_checks import (
+    assert_masks_only_with_padding, one_pass_last, sdpa_masks, step_after_prompt,
+)
 from tests.dropout_checks import (
     assert_dropout_only_in_training,
     assert_each_weight_dropped_or_rescaled,
@@ -227,13 +229,8 @@ def test_a_decoding_step_copies_no_cache_and_masks_only_padding(fast_path, padde
     held_keys = cache.keys[:, :, :41].numel() * 4  # bytes, float32
     assert log.allocations_of_at_least(held_keys) == [] and log.read_backs == 0
     assert log.writes_of_at_least(held_keys) == []  # only the new token is written
-    step_masks = masks[1:] if fast_path else masks  # the prompt's call comes first
-    assert [m is None for m in step_masks] == ([not padded] if fast_path else [])
-    masked = log.count("masked_fill") + log.count("masked_fill_")  # either path
-    assert (masked > 0) == padded
-    with torch.no_grad():  # and it is the step it was: one pass's last position
-        full = module(x, torch.cat((prompt_mask, torch.ones(2, 1, dtype=torch.bool)), 1))
-    torch.testing.assert_close(out, full[:, -1:], **TOL)
+    assert_masks_only_with_padding(log, masks, fast_path, padded)
+    torch.testing.assert_close(out, one_pass_last(module, x, prompt_mask), **TOL)
 
 
 @pytest.mark.parametrize(

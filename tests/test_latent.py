@@ -16,7 +16,9 @@ from llm_attention.latent import (
     latent_cache_bytes,
 )
 from llm_attention_site.families import DEEPSEEK_V3
-from tests.decode_checks import sdpa_masks, step_after_prompt
+from tests.decode_checks import (
+    assert_masks_only_with_padding, one_pass_last, sdpa_masks, step_after_prompt,
+)
 
 SMALL = dict(kv_lora_rank=12, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5)
 PATHS = [(absorb, fast) for absorb in (False, True) for fast in (False, True)]
@@ -135,12 +137,9 @@ def test_an_absorbed_decoding_step_copies_no_cache_and_masks_only_padding(
     held = cache.entries[:, :40].numel() * 4  # bytes of the latents and rotary keys held
     assert log.allocations_of_at_least(held) == [] and log.writes_of_at_least(held) == []
     assert log.read_backs == 0 and cache.has_padding == padded
-    step_masks = masks[1:] if fast_path else masks  # the prompt's call comes first
-    assert [m is None for m in step_masks] == ([not padded] if fast_path else [])
-    assert (log.count("masked_fill") + log.count("masked_fill_") > 0) == padded
-    with torch.no_grad():  # and it is the step it was: one pass's last position
-        full = layer(x, torch.cat((prompt_mask, torch.ones(2, 1, dtype=torch.bool)), 1))
-    torch.testing.assert_close(out, full[:, -1:], atol=1e-5, rtol=1e-5)
+    assert_masks_only_with_padding(log, masks, fast_path, padded)
+    torch.testing.assert_close(out, one_pass_last(layer, x, prompt_mask), atol=1e-5,
+                               rtol=1e-5)  # the step is one pass's last position
 
 
 def test_cache_bytes_are_the_formula_and_the_tensors():

@@ -24,7 +24,7 @@ from llm_attention.sparse_latent import (
     from_hf_state_dict,
 )
 from llm_attention_site.sparse_costs import DEEPSEEK_V32
-from tests.decode_checks import sdpa_masks, step_after_prompt
+from tests.decode_checks import one_pass_last, sdpa_masks, step_after_prompt
 
 SMALL = dict(kv_lora_rank=12, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5,
              q_lora_rank=10, index_n_heads=3, index_head_dim=8)
@@ -413,6 +413,5 @@ def test_a_gathered_decoding_step_passes_a_mask_only_for_padding(padded, monkeyp
     masks = sdpa_masks(monkeypatch)
     log, out = step_after_prompt(layer, cache, x, prompt_mask)
     assert [m is None for m in masks[1:]] == [not padded] and log.read_backs == 0
-    with torch.no_grad():  # and it is the step it was: one pass's last position
-        full = layer(x, torch.cat((prompt_mask, torch.ones(2, 1, dtype=torch.bool)), 1))
-    torch.testing.assert_close(out, full[:, -1:], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out, one_pass_last(layer, x, prompt_mask), atol=1e-5,
+                               rtol=1e-5)  # the step is one pass's last position
