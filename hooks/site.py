@@ -99,6 +99,9 @@ def on_post_page(output: str, page, config) -> str:
     folder = pathlib.Path(page.file.abs_dest_path).parent
     folder.mkdir(parents=True, exist_ok=True)
     text = with_site_url(source.read_text(encoding="utf8"), config.site_url)
-    jupytext.write(jupytext.reads(text, fmt="py:percent"), folder / f"{source.stem}.ipynb")
+    notebook = jupytext.reads(text, fmt="py:percent")
+    for number, cell in enumerate(notebook.cells):  # not random: the same source, the same file
+        cell.id = f"cell-{number}"
+    jupytext.write(notebook, folder / f"{source.stem}.ipynb")
     (folder / source.name).write_text(text, encoding="utf8")  # the script download, same address
     return output

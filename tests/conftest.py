@@ -27,6 +27,8 @@ from typing import NamedTuple
 import pytest
 from filelock import FileLock  # a dependency of torch
 
+from tests import page_records
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_ENV = "LLM_ATTENTION_TEST_SHARED"  # the folder the workers share, set by the controller
 URL_ENV = "LLM_ATTENTION_TEST_SITE_URL"  # where the controller serves that folder's site
@@ -72,6 +74,7 @@ _builds: list[subprocess.Popen] = []
 class Site(NamedTuple):
     url: str  # ends with "/"
     site_dir: pathlib.Path
+    visits: pathlib.Path  # where the server logs what each browser visit asked for (tests/page_records.py)
 
 
 def start_build(shared: pathlib.Path) -> pathlib.Path:
@@ -157,7 +160,8 @@ def pytest_configure(config):
     os.environ[SHARED_ENV] = shared  # workers start later and inherit it
     config._llm_attention_shared = shared
     # One server for the run, in this process, so the build can know its address in advance.
-    handler = functools.partial(_QuietHandler, directory=str(pathlib.Path(shared) / "build" / "site"))
+    handler = functools.partial(_QuietHandler, directory=str(pathlib.Path(shared) / "build" / "site"),
+                                visits=page_records.visits_folder(pathlib.Path(shared)))
     server = _QuietServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     config._llm_attention_server = server
@@ -199,6 +203,19 @@ def pytest_unconfigure(config):
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the built site without logging to the terminal; logs the path of each request
+    that names a browser visit (tests/page_records.py) before answering it."""
+
+    def __init__(self, *args, visits: pathlib.Path, **kwargs):
+        self.visits = visits
+        super().__init__(*args, **kwargs)
+
+    def send_head(self):
+        visit = self.headers.get(page_records.VISIT_HEADER)
+        if visit:
+            page_records.log_request(self.visits, visit, self.path)
+        return super().send_head()
+
     def log_message(self, *args):
         pass
 
@@ -231,13 +248,14 @@ def built_site(site_build, tmp_path_factory) -> Site:
         pytest.skip(f"the site did not build: {site_build['cause']}")
     shared = _shared(tmp_path_factory)
     site_dir = shared / "build" / "site"
+    visits = page_records.visits_folder(shared)
     if os.environ.get(URL_ENV):  # served by the controller, at the address the site was built for
-        yield Site(os.environ[URL_ENV], site_dir)
+        yield Site(os.environ[URL_ENV], site_dir, visits)
         return
-    handler = functools.partial(_QuietHandler, directory=str(site_dir))
+    handler = functools.partial(_QuietHandler, directory=str(site_dir), visits=visits)
     server = _QuietServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield Site(f"http://127.0.0.1:{server.server_address[1]}/", site_dir)
+    yield Site(f"http://127.0.0.1:{server.server_address[1]}/", site_dir, visits)
     server.shutdown()
 
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import uuid
 from urllib.parse import urlparse
 
 import pytest
 
-from tests import axe_checks, figure_checks, figure_rules
+from tests import axe_checks, figure_checks, figure_rules, page_records
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -61,8 +62,14 @@ NOTEBOOK_BUDGET = 1_500_000
 def visit(browser, url: str):
     """Open a page in a new browser context (nothing cached); return (page, console errors,
     requests that left localhost, URLs fetched so far). Requests are watched, not intercepted:
-    intercepting each one costs a round trip through the test process."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    intercepting each one costs a round trip through the test process. Every request of the
+    context names the visit (tests/page_records.py); ``fetched_by`` lists them afterwards."""
+    tag = uuid.uuid4().hex
+    page = browser.new_page(viewport={"width": 1280, "height": 900},
+                            extra_http_headers={page_records.VISIT_HEADER: tag})
+    downloads: list[str] = []  # started by the browser without the visit's header
+    page.on("download", lambda download: downloads.append(urlparse(download.url).path))
+    _VISITS[page] = (tag, downloads)
     errors, outside, fetched = [], [], []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -75,6 +82,22 @@ def visit(browser, url: str):
     page.on("request", watch)
     arrive(page, url)
     return page, errors, outside, fetched
+
+
+_VISITS: dict = {}  # page -> (the visit's name, paths it downloaded)
+
+
+def fetched_by(page, built_site) -> set[str]:
+    """Every path the visit asked the server for, the checks' own requests and downloads too."""
+    tag, downloads = _VISITS.pop(page)
+    return page_records.requested(built_site.visits, tag) | set(downloads)
+
+
+def record_of(built_site, name: str):
+    """The record of a browser check of this site (tests/page_records.py)."""
+    from tests.conftest import CHROMIUM
+
+    return page_records.Record(name, built_site.url, built_site.site_dir, CHROMIUM)
 
 
 # What the page has transferred so far, from the browser's own record (Resource Timing): URL ->
@@ -336,6 +359,9 @@ def test_the_contrast_check_finds_planted_low_contrast(built_site, browser):
     palette, over an image or in a faded group, is named; text no one can see is not. One
     visit, to the page cut to one block of each kind: each style is planted alone, then
     taken out again."""
+    record = record_of(built_site, "the contrast check's plants")
+    if record.holds():
+        pytest.skip(record.reason)
     page, *_ = visit(browser, built_site.url + "chapters/causal-attention/")
     kept = page.evaluate(_ONE_OF_EACH, [_FIRST_OF, _EVERY])
     assert kept["kinds"] == _FIRST_OF and kept["every"], f"the page lost what is planted in: {kept}"
@@ -353,13 +379,18 @@ def test_the_contrast_check_finds_planted_low_contrast(built_site, browser):
             missed.append(f"{style}: not found in the {palette} palette: {found}")
     page.close()
     assert not missed, "\n".join(missed)
+    record.save(fetched_by(page, built_site))
 
 
 @pytest.mark.parametrize("path", BROWSER_PAGES, ids=lambda p: p or "home")
 def test_page_in_the_browser(built_site, browser, path):
     """One visit per page runs every check that applies to it, in an order where the checks
     that change the page (scrolling, hovering, clicking, narrowing the window) come last, and
-    reports every check that failed."""
+    reports every check that failed. Skipped where it passed before on the same files and
+    checking code (tests/page_records.py)."""
+    record = record_of(built_site, f"page {path or '/'}")
+    if record.holds():
+        pytest.skip(record.reason)
     page, errors, outside, fetched = visit(browser, built_site.url + path)
     fetched = list(fetched)  # what had finished before the record below is read
     first_visit = transferred(page)  # before any scrolling
@@ -403,6 +434,7 @@ def test_page_in_the_browser(built_site, browser, path):
         failures.append(f"console errors during the checks: {errors[len(errors_on_arrival):]}")
     page.close()
     assert not failures, "\n".join(failures)
+    record.save(fetched_by(page, built_site))
 
 
 @pytest.mark.parametrize("path", STATIC_PAGES)

@@ -1,0 +1,105 @@
+"""A browser check is skipped only where it passed before on the same bytes and the same
+checking code (tests/page_records.py), and the record holds every file the visit fetched."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from tests import page_records
+from tests.conftest import CHROMIUM
+
+URL = "http://127.0.0.1:41234/"
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    monkeypatch.delenv(page_records.RECHECK, raising=False)
+    monkeypatch.delenv("SCREENSHOT_DIR", raising=False)
+    monkeypatch.setattr(page_records, "checking_code_digest", lambda browser: "code-1")
+    root = tmp_path / "site"
+    (root / "page").mkdir(parents=True)
+    (root / "page" / "index.html").write_text(f'<link rel="canonical" href="{URL}page/">')
+    (root / "style.css").write_text("p { color: black }")
+    return root
+
+
+def record(site: pathlib.Path, url: str = URL) -> page_records.Record:
+    return page_records.Record("page page/", url, site, "chromium", records=site.parent / "records")
+
+
+def test_a_passed_check_holds_until_a_file_it_fetched_changes(site):
+    assert not record(site).holds()  # never passed
+    record(site).save({"/page/", "/style.css", "/page/?q=1"})
+    assert record(site).holds()
+    (site / "unrelated.txt").write_text("not fetched by the check")
+    assert record(site).holds()
+    (site / "style.css").write_text("p { color: #777 }")
+    assert not record(site).holds()
+
+
+def test_the_run_s_own_address_is_not_a_change_but_any_other_byte_is(site):
+    record(site).save({"/page/"})
+    (site / "page" / "index.html").write_text('<link rel="canonical" href="http://127.0.0.1:50000/page/">')
+    assert record(site, "http://127.0.0.1:50000/").holds()
+    (site / "page" / "index.html").write_text('<link rel="canonical" href="http://127.0.0.1:50000/page/"> ')
+    assert not record(site, "http://127.0.0.1:50000/").holds()
+
+
+def test_a_missing_file_is_recorded_and_its_arrival_is_a_change(site):
+    record(site).save({"/page/", "/missing.js"})
+    assert record(site).holds()
+    (site / "missing.js").write_text("console.log(1)")
+    assert not record(site).holds()
+
+
+def test_other_checking_code_the_switch_and_screenshots_check_again(site, monkeypatch):
+    record(site).save({"/page/"})
+    assert record(site).holds()
+    monkeypatch.setattr(page_records, "checking_code_digest", lambda browser: "code-2")
+    assert not record(site).holds()
+    monkeypatch.setattr(page_records, "checking_code_digest", lambda browser: "code-1")
+    monkeypatch.setenv(page_records.RECHECK, "1")
+    assert not record(site).holds()
+    monkeypatch.delenv(page_records.RECHECK)
+    monkeypatch.setenv("SCREENSHOT_DIR", str(site.parent / "shots"))
+    assert not record(site).holds()
+
+
+def test_nothing_fetched_vouches_for_nothing(site):
+    record(site).save(set())
+    assert not record(site).holds()
+    record(site).save({"/../outside.txt"})  # outside the site: the server answers 404
+    assert not record(site).holds()
+
+
+def test_the_checking_code_digest_covers_the_checks_the_package_and_the_browser():
+    names = set(page_records.CHECKING_CODE)
+    assert {"tests/test_site_browser.py", "tests/axe_checks.py", "tests/figure_checks.py",
+            "tests/figure_rules.py"} <= names
+    assert all((page_records.ROOT / name).is_file() for name in names)
+    assert set(page_records.CHECKING_FOLDERS) == {"tests/vendor", "src"}
+    if CHROMIUM:  # the browser's own name and version
+        assert "Chrom" in page_records.browser_version(CHROMIUM)
+
+
+def test_a_visit_s_record_holds_its_page_styles_workers_requests_and_downloads(built_site, browser):
+    """What the server logs for one visit: the page, its stylesheets and scripts, a figure
+    loaded on scrolling, the search worker's index, the checks' own requests, a download."""
+    from tests import axe_checks
+    from tests.test_site_browser import fetched_by, visit
+
+    page, *_ = visit(browser, built_site.url + "notebooks/toy_heatmap/")
+    page.locator(".md-search__input").first.click()  # the worker fetches the index now
+    page.wait_for_function("() => performance.getEntriesByType('resource').some("
+                           "e => e.name.endsWith('/search/search_index.json'))")
+    page.request.get(built_site.url + "sitemap.xml")
+    axe_checks.check_keyboard(page)  # Enter on the first download button
+    page.close()
+    fetched = fetched_by(page, built_site)
+    assert "/notebooks/toy_heatmap/" in fetched
+    assert any(p.startswith("/assets/stylesheets/main.") for p in fetched), fetched
+    assert any(p.startswith("/assets/javascripts/bundle.") for p in fetched), fetched
+    assert any(p.startswith("/assets/figures/") for p in fetched), fetched
+    assert {"/search/search_index.json", "/sitemap.xml", "/notebooks/toy_heatmap/toy_heatmap.ipynb"} <= fetched
