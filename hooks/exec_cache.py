@@ -18,9 +18,10 @@ discarded) as soon as a later block of the session misses, so a block never runs
 state the full build would give it. A change under ``src/`` changes the fingerprint, hence every
 key: every page runs again. Failures are never stored.
 
-On by default under ``mkdocs serve``, off under ``mkdocs build``: CI's strict build runs without
-it; the tests' browser build turns it on (the tests run every block themselves).
-``LLM_ATTENTION_CACHE=0`` turns it off for serve, ``LLM_ATTENTION_CACHE=1`` on for a build.
+On by default under ``mkdocs serve`` and ``mkdocs build``, so that a contributor's strict build
+after a prose edit takes seconds; ``LLM_ATTENTION_CACHE=0`` turns it off, and what is checked or
+published is built with it off: CI's strict build (.ci/run) and the Pages build (.ci/pages) run
+every block. The tests' browser build keeps it on (the tests run every block themselves).
 Stored in ``.cache/executed/`` (delete the folder to empty it).
 """
 
@@ -143,7 +144,7 @@ def enabled() -> bool:
 
 
 def on_startup(command: str, dirty: bool) -> None:
-    if command == "serve":
+    if command in ("serve", "build"):
         os.environ.setdefault(SWITCH, "1")
 
 

@@ -142,16 +142,28 @@ def test_a_changed_notebook_is_rendered_again(tmp_path):
     assert len(renders) == 3
 
 
-def test_the_build_uses_the_cache_only_when_asked(monkeypatch):
-    monkeypatch.setenv(exec_cache.SWITCH, "")  # so that the end of the test restores the variable
+def test_serve_and_build_use_the_cache_unless_told_not_to(monkeypatch):
+    for command in ("build", "serve"):
+        monkeypatch.setenv(exec_cache.SWITCH, "")  # so that the end of the test restores the variable
+        monkeypatch.delenv(exec_cache.SWITCH)
+        exec_cache.on_startup(command=command, dirty=False)
+        assert exec_cache.enabled(), command
+        monkeypatch.setenv(exec_cache.SWITCH, "0")
+        exec_cache.on_startup(command=command, dirty=False)
+        assert not exec_cache.enabled(), command
     monkeypatch.delenv(exec_cache.SWITCH)
-    exec_cache.on_startup(command="build", dirty=False)
+    exec_cache.on_startup(command="gh-deploy", dirty=False)  # anything else publishes: no cache
     assert not exec_cache.enabled()
-    exec_cache.on_startup(command="serve", dirty=False)
-    assert exec_cache.enabled()
-    monkeypatch.setenv(exec_cache.SWITCH, "0")
-    exec_cache.on_startup(command="serve", dirty=False)
-    assert not exec_cache.enabled()
+
+
+def test_what_is_checked_or_published_is_built_with_every_block_run():
+    """CI's strict build and the Pages build turn the cache off."""
+    import pathlib
+
+    ci = pathlib.Path(__file__).resolve().parents[1] / ".ci"
+    run, pages = (ci / "run").read_text(), (ci / "pages").read_text()
+    assert "LLM_ATTENTION_CACHE=0 mkdocs build --strict" in run
+    assert "LLM_ATTENTION_CACHE=0 mkdocs build --strict" in pages
 
 
 def test_a_chart_is_drawn_once_per_source_and_fingerprint_and_a_failure_is_not_stored(tmp_path):
