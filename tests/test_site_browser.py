@@ -93,6 +93,15 @@ def fetched_by(page, built_site) -> set[str]:
     return page_records.requested(built_site.visits, tag) | set(downloads)
 
 
+def without_the_index(path: str, fetched: set[str]) -> set[str]:
+    """What a page's record holds: everything its visit fetched, but the search index on any page
+    other than the home page. Tabbing past the search box loads the index on every page, and any
+    prose edit changes it; the home page's visit searches it and records it, so an index that
+    breaks the search fails there, and a prose edit visits the edited page and the home page
+    again, not every page."""
+    return fetched if path == "" else {p for p in fetched if not p.endswith(SEARCH_INDEX)}
+
+
 def record_of(built_site, name: str):
     """The record of a browser check of this site (tests/page_records.py)."""
     from tests.conftest import CHROMIUM
@@ -379,7 +388,7 @@ def test_the_contrast_check_finds_planted_low_contrast(built_site, browser):
             missed.append(f"{style}: not found in the {palette} palette: {found}")
     page.close()
     assert not missed, "\n".join(missed)
-    record.save(fetched_by(page, built_site))
+    record.save(without_the_index("chapters/causal-attention/", fetched_by(page, built_site)))
 
 
 @pytest.mark.parametrize("path", BROWSER_PAGES, ids=lambda p: p or "home")
@@ -434,7 +443,7 @@ def test_page_in_the_browser(built_site, browser, path):
         failures.append(f"console errors during the checks: {errors[len(errors_on_arrival):]}")
     page.close()
     assert not failures, "\n".join(failures)
-    record.save(fetched_by(page, built_site))
+    record.save(without_the_index(path, fetched_by(page, built_site)))
 
 
 @pytest.mark.parametrize("path", STATIC_PAGES)
