@@ -9,7 +9,9 @@ and how each chart was drawn, under a key made of everything that can change it:
   pages include and read them), ``mkdocs.yml``, the Python version and the name and version of
   every installed package;
 - for a markdown-exec block: its page, its session, the code of every block of that session that
-  came before it on the page, its own code and options;
+  came before it on the page, its own code and options; on a page whose blocks read the other
+  pages' sources (``READS_THE_PAGES``: the home page's map quotes each page's first sentence),
+  every page under ``docs/`` too;
 - for a notebook: its source file and the renderer's options;
 - for a chart (a mermaid fence, drawn by ``llm_attention_site.diagrams``): its source.
 
@@ -41,6 +43,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SWITCH = "LLM_ATTENTION_CACHE"
 FINGERPRINTED = ("src", "hooks", "benchmarks")  # folders whose files the pages include or read
 FINGERPRINTED_FILES = ("mkdocs.yml",)
+READS_THE_PAGES = {"index.md"}  # pages whose blocks read other pages (llm_attention_site.site_map)
+
+
+def pages_digest(root: pathlib.Path = ROOT) -> str:
+    """One hash of every page's source under docs/."""
+    digest = hashlib.sha256()
+    for path in sorted((root / "docs").rglob("*.md")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def installed_packages() -> list[str]:
@@ -69,9 +80,10 @@ def _key(*parts) -> str:
 class ExecCache:
     """Stored outputs under ``directory``; ``fingerprint`` covers everything outside the page."""
 
-    def __init__(self, directory: pathlib.Path, fingerprint: str):
+    def __init__(self, directory: pathlib.Path, fingerprint: str, pages: str = ""):
         self.directory = pathlib.Path(directory)
         self.fingerprint = fingerprint
+        self.pages = pages  # pages_digest(), for the blocks of READS_THE_PAGES
         self.hits = self.misses = 0
         self._counting = threading.Lock()  # notebooks render in a thread (hooks/notebooks_ahead.py)
         self._chains: dict[tuple[str, str], list[str]] = defaultdict(list)  # code seen so far
@@ -98,7 +110,8 @@ class ExecCache:
     def run_block(self, page: str, session: str | None, code: str, options: dict, run: Callable[..., str]) -> str:
         """What the block prints: stored, or from ``run(code, session=session, **options)``."""
         chain = self._chains[(page, session)] if session else []
-        key = _key("block", self.fingerprint, page, session, chain, code, options)
+        pages = self.pages if page in READS_THE_PAGES else None
+        key = _key("block", self.fingerprint, page, session, chain, code, options, *([pages] if pages else []))
         stored = self._load(key)
         if session:
             chain.append(code)
@@ -154,7 +167,7 @@ def on_pre_build(config) -> None:
     # Each build starts every session afresh, as a first build does (serve keeps the process).
     exec_python._sessions_globals.clear()
     exec_python._sessions_counter.clear()
-    _state["cache"] = ExecCache(ROOT / ".cache" / "executed", fingerprint()) if enabled() else None
+    _state["cache"] = ExecCache(ROOT / ".cache" / "executed", fingerprint(), pages_digest()) if enabled() else None
     _install()
 
 

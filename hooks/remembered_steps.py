@@ -18,9 +18,11 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import inspect
 import os
 import pathlib
 import pickle
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 STORE = ROOT / ".cache" / "remembered"
@@ -44,7 +46,9 @@ def _packages() -> str:
 
 
 def _key(kind: str, material: str) -> str:
-    return hashlib.sha256(f"{kind}\0{_packages()}\0{material}".encode()).hexdigest()
+    """The digest of a step's whole input, with the Python (whose HTMLParser the search's parse
+    runs on) and every installed package's version."""
+    return hashlib.sha256(f"{kind}\0{sys.version}\0{_packages()}\0{material}".encode()).hexdigest()
 
 
 def _on_disk() -> bool:
@@ -57,8 +61,11 @@ def _remembered(memory: dict, key: str, make):
         return memory[key]
     path = STORE / key[:2] / f"{key}.pickle"
     if _on_disk() and path.is_file():
-        memory[key] = pickle.loads(path.read_bytes())
-        return memory[key]
+        try:
+            memory[key] = pickle.loads(path.read_bytes())
+            return memory[key]
+        except Exception:  # a file this Python cannot read back: made again, and replaced
+            pass
     memory[key] = value = make()
     if _on_disk():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,12 +105,25 @@ def _remember_highlighting() -> None:
     original = highlight.Highlight.highlight
     if getattr(original, "remembered", False):
         return
+    signature = inspect.signature(original)
 
     def remembered(self, src, language, *args, **kwargs):
+        # Only a block listing is remembered: its result is a string, made without side effects.
+        # Inline code returns an element that the caller then changes, and an HTML title is
+        # stored in the page's stash as the listing is made: both are made afresh every time.
+        inline = signature.bind(self, src, language, *args, **kwargs).arguments.get("inline", False)
+        if inline or self.title_mode == "html":
+            return original(self, src, language, *args, **kwargs)
         settings = tuple((k, repr(v)) for k, v in sorted(vars(self).items()) if k != "md")
         material = repr((settings, src, language, args, sorted(kwargs.items())))
-        return _remembered(_highlighted, _key("highlight", material),
-                           lambda: original(self, src, language, *args, **kwargs))
+
+        def listing() -> str:
+            made = original(self, src, language, *args, **kwargs)
+            if not isinstance(made, str):
+                raise TypeError(f"the highlighter returned {type(made).__name__} for a block listing")
+            return made
+
+        return _remembered(_highlighted, _key("highlight", material), listing)
 
     remembered.remembered = True
     highlight.Highlight.highlight = remembered

@@ -16,8 +16,13 @@ download events. A request never made cannot have changed a result, and a file t
 for and missing is recorded as missing.
 
 The site is built for the address it is served at, a new port each run: that address is replaced
-by a placeholder before a file is digested. CI runs from a clean clone, where there is no record:
-every check runs. ``LLM_ATTENTION_RECHECK=1`` runs them all here too, as does ``SCREENSHOT_DIR``.
+by a placeholder before a file is digested. ``LLM_ATTENTION_RECHECK=1`` runs every check, as
+``.ci/run`` does (CI also starts from a clean clone, with no record), and so does
+``SCREENSHOT_DIR``.
+
+A record vouches for a check that gives the same verdict on the same bytes. The checks are written
+so (no timing, no unseeded randomness); one that was not could keep a lucky pass until its files
+change, which CI, checking every page, would still catch.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 from urllib.parse import unquote, urlparse
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -36,9 +42,11 @@ RECORDS = ROOT / ".cache" / "browser-checks"
 VISIT_HEADER = "x-llm-attention-visit"
 RECHECK = "LLM_ATTENTION_RECHECK"
 # What checks a page: these files, every module of the package they import, the vendored
-# axe-core, and the browser and its driver (their versions, below).
+# axe-core, pytest's settings, and (below) the browser's version, the Python's and that of every
+# installed package (torch computes what the live explorer is compared with).
 CHECKING_CODE = ("tests/test_site_browser.py", "tests/axe_checks.py", "tests/figure_checks.py",
-                 "tests/figure_rules.py", "tests/conftest.py", "tests/page_records.py")
+                 "tests/figure_rules.py", "tests/conftest.py", "tests/page_records.py",
+                 "conftest.py", "pyproject.toml", "mkdocs.yml")
 CHECKING_FOLDERS = ("tests/vendor", "src")
 
 
@@ -72,16 +80,18 @@ def browser_version(executable: str) -> str:
 
 
 @functools.cache
-def checking_code_digest(browser: str) -> str:
-    """One digest of the code that checks a page and of the browser that runs it."""
+def checking_code_digest(browser: str, root: pathlib.Path = ROOT) -> str:
+    """One digest of the code that checks a page, of the browser that runs it, and of the Python
+    and the packages installed."""
     digest = hashlib.sha256()
-    files = [ROOT / name for name in CHECKING_CODE]
+    files = [root / name for name in CHECKING_CODE]
     for folder in CHECKING_FOLDERS:
-        files += [p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        files += [p for p in (root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     for path in sorted(files):
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    digest.update(browser_version(browser).encode() + b"\0")
-    digest.update(importlib.metadata.version("playwright").encode())
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(browser_version(browser).encode() + b"\0" + sys.version.encode() + b"\0")
+    for package in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
+        digest.update(package.encode() + b"\0")
     return digest.hexdigest()
 
 
@@ -128,7 +138,7 @@ class Record:
         if not files:
             return  # nothing known to have been fetched: nothing to vouch for
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_suffix(".part")
+        partial = self.path.with_suffix(f".{os.getpid()}.part")  # two runs may save at once
         partial.write_text(json.dumps({"name": self.name, "code": self.code, "files": files}, sort_keys=True),
                            encoding="utf8")
         partial.replace(self.path)

@@ -69,19 +69,49 @@ def test_other_checking_code_the_switch_and_screenshots_check_again(site, monkey
 
 def test_nothing_fetched_vouches_for_nothing(site):
     record(site).save(set())
-    assert not record(site).holds()
+    assert not record(site).path.exists() and not record(site).holds()
     record(site).save({"/../outside.txt"})  # outside the site: the server answers 404
-    assert not record(site).holds()
+    assert not record(site).path.exists() and not record(site).holds()
 
 
-def test_the_checking_code_digest_covers_the_checks_the_package_and_the_browser():
-    names = set(page_records.CHECKING_CODE)
+def test_the_checking_code_digest_changes_with_each_file_of_the_checks_and_the_package(tmp_path, monkeypatch):
+    monkeypatch.setattr(page_records, "browser_version", lambda browser: "Chromium 1.0")
+    root = tmp_path / "repo"
+    for name in page_records.CHECKING_CODE:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"# {name}\n")
+    for folder in page_records.CHECKING_FOLDERS:
+        (root / folder / "deep").mkdir(parents=True)
+        (root / folder / "deep" / "module.py").write_text("x = 1\n")
+    digest = page_records.checking_code_digest.__wrapped__
+    first = digest("chromium", root)
+    assert digest("chromium", root) == first
+    (root / "README.md").write_text("not checking code")
+    assert digest("chromium", root) == first
+    changed = set()
+    for path in [root / name for name in page_records.CHECKING_CODE] + [
+            root / folder / "deep" / "module.py" for folder in page_records.CHECKING_FOLDERS]:
+        before = path.read_text()
+        path.write_text(before + " ")
+        changed.add(digest("chromium", root) != first)
+        path.write_text(before)
+    assert changed == {True}
+    monkeypatch.setattr(page_records, "browser_version", lambda browser: "Chromium 2.0")
+    assert digest("chromium", root) != first
     assert {"tests/test_site_browser.py", "tests/axe_checks.py", "tests/figure_checks.py",
-            "tests/figure_rules.py"} <= names
-    assert all((page_records.ROOT / name).is_file() for name in names)
-    assert set(page_records.CHECKING_FOLDERS) == {"tests/vendor", "src"}
+            "tests/figure_rules.py", "pyproject.toml"} <= set(page_records.CHECKING_CODE)
+    assert all((page_records.ROOT / name).is_file() for name in page_records.CHECKING_CODE)
     if CHROMIUM:  # the browser's own name and version
         assert "Chrom" in page_records.browser_version(CHROMIUM)
+
+
+def test_only_the_home_page_s_record_holds_the_search_index():
+    from tests.test_site_browser import SEARCH_INDEX, without_the_index
+
+    fetched = {"/", "/assets/stylesheets/main.css", SEARCH_INDEX}
+    assert without_the_index("", fetched) == fetched
+    assert without_the_index("modern/rotary/", fetched) == fetched - {SEARCH_INDEX}
+    assert without_the_index("modern/rotary/", {"/modern/rotary/"}) == {"/modern/rotary/"}
 
 
 def test_a_visit_s_record_holds_its_page_styles_workers_requests_and_downloads(built_site, browser):
