@@ -33,6 +33,7 @@ import importlib.metadata
 import json
 import os
 import pathlib
+import site
 import subprocess
 import sys
 from urllib.parse import unquote, urlparse
@@ -90,7 +91,10 @@ def checking_code_digest(browser: str, root: pathlib.Path = ROOT) -> str:
     for path in sorted(files):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     digest.update(browser_version(browser).encode() + b"\0" + sys.version.encode() + b"\0")
-    for package in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
+    # Read from the environment's site-packages, not sys.path: tests add folders of their own to
+    # sys.path, and the digest must not depend on which ran first in this process.
+    installed = importlib.metadata.distributions(path=site.getsitepackages())
+    for package in sorted({f"{d.metadata['Name']}=={d.version}" for d in installed}):
         digest.update(package.encode() + b"\0")
     return digest.hexdigest()
 

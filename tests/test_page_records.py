@@ -96,6 +96,11 @@ def test_the_checking_code_digest_changes_with_each_file_of_the_checks_and_the_p
         changed.add(digest("chromium", root) != first)
         path.write_text(before)
     assert changed == {True}
+    fake = tmp_path / "on-sys-path" / "planted-1.0.dist-info"  # a test's own folder on sys.path
+    fake.mkdir(parents=True)
+    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: planted\nVersion: 1.0\n")
+    monkeypatch.syspath_prepend(str(fake.parent))
+    assert digest("chromium", root) == first  # the same in every worker, whatever ran before
     monkeypatch.setattr(page_records, "browser_version", lambda browser: "Chromium 2.0")
     assert digest("chromium", root) != first
     assert {"tests/test_site_browser.py", "tests/axe_checks.py", "tests/figure_checks.py",
