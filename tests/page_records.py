@@ -15,6 +15,10 @@ requests; downloads, which the browser starts without the header, are added from
 download events. A request never made cannot have changed a result, and a file that was asked
 for and missing is recorded as missing.
 
+A downloaded notebook's run (tests/test_notebook_download.py) is recorded the same way: what it
+fetches is its ``.ipynb`` and, through the site's fetch_packages.py, files under ``code/`` (a
+test holds the notebooks to that), so its record holds those files.
+
 The site is built for the address it is served at, a new port each run: that address is replaced
 by a placeholder before a file is digested. ``LLM_ATTENTION_RECHECK=1`` runs every check, as
 ``.ci/run`` does (CI also starts from a clean clone, with no record), and so does
@@ -47,7 +51,8 @@ RECHECK = "LLM_ATTENTION_RECHECK"
 # installed package (torch computes what the live explorer is compared with).
 CHECKING_CODE = ("tests/test_site_browser.py", "tests/axe_checks.py", "tests/figure_checks.py",
                  "tests/figure_rules.py", "tests/conftest.py", "tests/page_records.py",
-                 "conftest.py", "pyproject.toml", "mkdocs.yml")
+                 "tests/test_notebook_download.py", "tests/notebook_checks.py", "tests/clean_python.py",
+                 "tests/preloaded_python.py", "conftest.py", "pyproject.toml", "mkdocs.yml")
 CHECKING_FOLDERS = ("tests/vendor", "src")
 
 
@@ -90,7 +95,8 @@ def checking_code_digest(browser: str, root: pathlib.Path = ROOT) -> str:
         files += [p for p in (root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     for path in sorted(files):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    digest.update(browser_version(browser).encode() + b"\0" + sys.version.encode() + b"\0")
+    shown_by = browser_version(browser) if browser else "no browser"
+    digest.update(shown_by.encode() + b"\0" + sys.version.encode() + b"\0")
     # Read from the environment's site-packages, not sys.path: tests add folders of their own to
     # sys.path, and the digest must not depend on which ran first in this process.
     installed = importlib.metadata.distributions(path=site.getsitepackages())
