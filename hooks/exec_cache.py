@@ -46,11 +46,17 @@ FINGERPRINTED_FILES = ("mkdocs.yml",)
 READS_THE_PAGES = {"index.md"}  # pages whose blocks read other pages (llm_attention_site.site_map)
 
 
+def _add_files(digest, root: pathlib.Path, files) -> None:
+    """Each file's path and bytes into ``digest``, in path order (a path that is no file: left out)."""
+    for path in sorted(files):
+        if path.is_file():
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+
+
 def pages_digest(root: pathlib.Path = ROOT) -> str:
     """One hash of every page's source under docs/."""
     digest = hashlib.sha256()
-    for path in sorted((root / "docs").rglob("*.md")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    _add_files(digest, root, (root / "docs").rglob("*.md"))
     return digest.hexdigest()
 
 
@@ -64,9 +70,7 @@ def fingerprint(root: pathlib.Path = ROOT, packages: list[str] | None = None) ->
     files = [root / name for name in FINGERPRINTED_FILES]
     for folder in FINGERPRINTED:
         files += [p for p in (root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    for path in sorted(files):
-        if path.is_file():
-            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    _add_files(digest, root, files)
     digest.update(sys.version.encode())
     for package in installed_packages() if packages is None else packages:
         digest.update(package.encode() + b"\0")
@@ -110,8 +114,8 @@ class ExecCache:
     def run_block(self, page: str, session: str | None, code: str, options: dict, run: Callable[..., str]) -> str:
         """What the block prints: stored, or from ``run(code, session=session, **options)``."""
         chain = self._chains[(page, session)] if session else []
-        pages = self.pages if page in READS_THE_PAGES else None
-        key = _key("block", self.fingerprint, page, session, chain, code, options, *([pages] if pages else []))
+        reads = (self.pages,) if page in READS_THE_PAGES else ()  # the other pages it quotes
+        key = _key("block", self.fingerprint, page, session, chain, code, options, *reads)
         stored = self._load(key)
         if session:
             chain.append(code)

@@ -119,7 +119,7 @@ def file_digest(path: pathlib.Path, site_url: str) -> str:
 
 
 class Record:
-    """The record of one browser check (``name``) of the site in ``site_dir``, served at ``site_url``."""
+    """The record of one check (``name``) of the site in ``site_dir``, served at ``site_url``."""
 
     def __init__(self, name: str, site_url: str, site_dir: pathlib.Path, browser: str,
                  records: pathlib.Path = RECORDS):
@@ -157,3 +157,10 @@ class Record:
     def reason(self) -> str:
         return (f"{self.name}: passed before on the same files and checking code "
                 f"({RECHECK}=1 checks again)")
+
+
+def record_of(built_site, name: str) -> Record:
+    """The record of the check ``name`` of the site the tests built (tests/conftest.py)."""
+    from tests.conftest import CHROMIUM  # imported here: conftest imports this module
+
+    return Record(name, built_site.url, built_site.site_dir, CHROMIUM or "")

@@ -76,7 +76,7 @@ def test_downloaded_notebook_runs_without_the_package(built_site, request, tmp_p
     """Skipped where it passed before on the same .ipynb, the same files under the site's code/
     and the same checking code (tests/page_records.py); the clean environment is made only
     when a notebook runs."""
-    record = notebook_record(built_site, name)
+    record = page_records.record_of(built_site, f"notebook {name} run without the package")
     if record.holds():
         pytest.skip(record.reason)
     notebook_runner = request.getfixturevalue("notebook_runner")
@@ -102,13 +102,6 @@ def test_downloaded_notebook_runs_without_the_package(built_site, request, tmp_p
         fetched = sorted(p.name for p in (tmp_path / package).glob("*.py"))
         assert fetched == sorted(p.name for p in (ROOT / "src" / package).glob("*.py")), package
     record.save(notebook_inputs(built_site.site_dir, name))
-
-
-def notebook_record(built_site, name: str) -> page_records.Record:
-    from tests.conftest import CHROMIUM
-
-    return page_records.Record(f"notebook {name} run without the package", built_site.url,
-                               built_site.site_dir, CHROMIUM or "")
 
 
 def notebook_inputs(site_dir: pathlib.Path, name: str) -> set[str]:

@@ -102,13 +102,6 @@ def without_the_index(path: str, fetched: set[str]) -> set[str]:
     return fetched if path == "" else {p for p in fetched if not p.endswith(SEARCH_INDEX)}
 
 
-def record_of(built_site, name: str):
-    """The record of a browser check of this site (tests/page_records.py)."""
-    from tests.conftest import CHROMIUM
-
-    return page_records.Record(name, built_site.url, built_site.site_dir, CHROMIUM)
-
-
 # What the page has transferred so far, from the browser's own record (Resource Timing): URL ->
 # (body bytes, what asked for it: "navigation" for the page itself, "img", "script", "fetch"...).
 # It counts what the workers the page starts fetched too.
@@ -368,7 +361,7 @@ def test_the_contrast_check_finds_planted_low_contrast(built_site, browser):
     palette, over an image or in a faded group, is named; text no one can see is not. One
     visit, to the page cut to one block of each kind: each style is planted alone, then
     taken out again."""
-    record = record_of(built_site, "the contrast check's plants")
+    record = page_records.record_of(built_site, "the contrast check's plants")
     if record.holds():
         pytest.skip(record.reason)
     page, *_ = visit(browser, built_site.url + "chapters/causal-attention/")
@@ -397,7 +390,7 @@ def test_page_in_the_browser(built_site, browser, path):
     that change the page (scrolling, hovering, clicking, narrowing the window) come last, and
     reports every check that failed. Skipped where it passed before on the same files and
     checking code (tests/page_records.py)."""
-    record = record_of(built_site, f"page {path or '/'}")
+    record = page_records.record_of(built_site, f"page {path or '/'}")
     if record.holds():
         pytest.skip(record.reason)
     page, errors, outside, fetched = visit(browser, built_site.url + path)
